@@ -1,0 +1,37 @@
+"""The `olmo-doctor` command line: one typer app, one module per command under olmo_doctor/commands/.
+
+Exit codes mean something everywhere: 0 all clear, 1 problems found, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from olmo_doctor.commands import COMMAND_MODULES
+from olmo_doctor.errors import UsageError
+
+app = typer.Typer(
+    name="olmo-doctor",
+    help="Check a machine for training OLMo, explain what is wrong and how to fix it, and build kernels for it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+for module in COMMAND_MODULES:
+    module.register(app)
+
+
+def main() -> None:
+    """Console entry point: bad input becomes one line on stderr and exit code 2, never a traceback."""
+    try:
+        app()
+    except UsageError as e:
+        print(f"olmo-doctor: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("olmo-doctor: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,148 @@
+"""Facts: the flat, dotted-key vocabulary every part of olmo-doctor speaks.
+
+A fact key names one thing about a machine (`nvcc.version`, `gpu.0.compute_capability`); its value is a JSON
+scalar, a list of strings, or None when unknown. Probes produce facts, reports and fixtures replay them, rules
+read them. `FACT_KEYS` documents every key a probe may emit; `docs` (olmo-doctor facts --keys) prints it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Union
+
+FactValue = Union[str, int, float, bool, list[str], None]
+Facts = dict[str, FactValue]
+
+# key -> one-line meaning. `gpu.N.*` keys exist for N in range(gpu.count); they are documented as gpu.N.
+FACT_KEYS: dict[str, str] = {
+    # GPUs and driver
+    "gpu.count": "number of visible NVIDIA GPUs (0 when none; null when unknown)",
+    "gpu.source": "where the GPU facts came from: pynvml, nvidia-smi, report, or none",
+    "gpu.N.name": "marketing name, e.g. 'NVIDIA H200'",
+    "gpu.N.compute_capability": "compute capability 'major.minor', e.g. '9.0'",
+    "gpu.N.memory_gb": "total device memory in GB (1e9 bytes)",
+    "gpu.N.pci_bus_id": "PCI bus id",
+    "gpu.nvlink": "true when any GPU pair is connected by NVLink (from nvidia-smi topo), else false",
+    "driver.version": "NVIDIA kernel driver version, e.g. '580.159.04'",
+    "driver.cuda_version": "highest CUDA version the driver supports, e.g. '13.0'",
+    # CUDA toolkit
+    "nvcc.path": "absolute path of the nvcc that builds extensions (CUDA_HOME/bin/nvcc, else PATH)",
+    "nvcc.version": "nvcc release 'major.minor', e.g. '13.0'",
+    "nvcc.full_version": "nvcc full version, e.g. '13.0.88'",
+    "nvcc.max_gcc": "highest GCC major nvcc's crt/host_config.h accepts",
+    "nvcc.on_path": "path of the nvcc found on PATH (may differ from nvcc.path)",
+    "cuda.home": "CUDA_HOME (or CUDA_PATH) as torch.utils.cpp_extension would resolve it",
+    "cuda.home_env": "the CUDA_HOME environment variable as set, or null",
+    "cuda.home_nvcc_version": "release of the nvcc inside cuda.home, when it exists",
+    "cuda.home_has_headers": "whether cuda.home/include/cuda_runtime.h exists (torch compiles against it)",
+    "nvcc.on_path_version": "release of the nvcc on PATH when it is another binary than nvcc.path",
+    "cudnn.version": "system cuDNN version found by the loader cache, if any",
+    # Host toolchain and C libraries
+    "gcc.version": "version of the host C++ compiler nvcc will use (CXX, else g++), e.g. '13.3.0'",
+    "gcc.path": "path of that compiler",
+    "gcc.cc_env": "the CC environment variable, or null",
+    "gcc.cxx_env": "the CXX environment variable, or null",
+    "glibc.version": "glibc version, e.g. '2.39'",
+    "libstdcxx.path": "the libstdc++.so.6 this Python process loads",
+    "libstdcxx.glibcxx_max": "highest GLIBCXX_ symbol version it provides, e.g. '3.4.33'",
+    # Machine
+    "mem.total_gb": "RAM usable by this process in GB (cgroup limit when lower than physical)",
+    "mem.available_gb": "RAM available now in GB (cgroup-aware)",
+    "mem.cgroup_limit_gb": "cgroup memory limit in GB, or null when unlimited",
+    "cpu.count": "CPUs usable by this process (affinity and cgroup quota honoured)",
+    "cpu.physical_count": "CPUs the machine reports (os.cpu_count)",
+    "ulimit.nofile.soft": "soft open-files limit (-1 = unlimited)",
+    "ulimit.nofile.hard": "hard open-files limit (-1 = unlimited)",
+    "ulimit.memlock.soft": "soft locked-memory limit in bytes (-1 = unlimited)",
+    "ulimit.memlock.hard": "hard locked-memory limit in bytes (-1 = unlimited)",
+    "shm.size_gb": "size of /dev/shm in GB",
+    "disk.free_gb": "lowest free space in GB among the venv, pip cache and TMPDIR",
+    "disk.free_gb.venv": "free space where the Python environment lives",
+    "disk.free_gb.pip_cache": "free space of the pip cache",
+    "disk.free_gb.tmp": "free space of TMPDIR",
+    "infiniband.present": "true when /sys/class/infiniband has devices",
+    # OS
+    "os.name": "pretty OS name, e.g. 'Ubuntu 24.04.3 LTS'",
+    "os.kernel": "kernel release",
+    "os.arch": "machine architecture, e.g. 'x86_64'",
+    "os.wsl": "true inside WSL2",
+    "os.container": "container runtime detected (docker, podman, kubernetes, lxc, ...), or false",
+    "os.conda_env": "active conda environment prefix, or null",
+    # Python environment
+    "python.version": "Python version, e.g. '3.12.3'",
+    "python.executable": "the Python interpreter probed",
+    "python.venv": "true when running inside a virtual environment",
+    "pip.version": "installed pip version",
+    "setuptools.version": "installed setuptools version",
+    "wheel.version": "installed wheel version",
+    "packaging.version": "installed packaging version",
+    "ninja.version": "version of the ninja binary that builds will use",
+    "ninja.path": "path of that ninja binary",
+    "python.invalid_versions": "installed distributions whose versions are not PEP 440 (pip >= 24.1 rejects them)",
+    "olmo.module_origin": "which distribution provides the importable `olmo` module",
+    # torch
+    "torch.version": "installed torch version, e.g. '2.11.0+cu130'",
+    "torch.path": "torch package directory",
+    "torch.cuda": "CUDA version torch was built with, e.g. '13.0' (null for CPU builds)",
+    "torch.cudnn": "cuDNN version torch uses, e.g. '9.19.0'",
+    "torch.nccl": "NCCL version torch uses, e.g. '2.28.9'",
+    "torch.cxx11abi": "whether torch was built with the C++11 ABI",
+    "torch.arch_list": "architectures in torch's binary, e.g. ['sm_80', 'sm_90']",
+    "torch.cuda_available": "torch.cuda.is_available()",
+    "torch.import_error": "the error torch raised on import, if it failed",
+    # kernels
+    "flash_attn.version": "installed flash-attn version",
+    "flash_attn.import_ok": "whether flash_attn's CUDA extension imports against this torch",
+    "flash_attn.import_error": "the import error, if any (first line)",
+    "xformers.version": "installed xformers version",
+    "xformers.import_ok": "whether xformers' C++/CUDA ops load against this torch",
+    "xformers.import_error": "the import error, if any (first line)",
+    "xformers.built_for_torch": "torch version xformers was built for (its build metadata)",
+    # environment variables that matter
+    "env.TORCH_CUDA_ARCH_LIST": "as set in the environment",
+    "env.FLASH_ATTN_CUDA_ARCHS": "as set in the environment",
+    "env.MAX_JOBS": "as set in the environment",
+    "env.NCCL_P2P_DISABLE": "as set in the environment",
+    "env.NCCL_SHM_DISABLE": "as set in the environment",
+    "env.NCCL_SOCKET_NTHREADS": "as set in the environment",
+    "env.NCCL_NSOCKS_PERTHREAD": "as set in the environment",
+    "env.NCCL_IB_DISABLE": "as set in the environment",
+    "env.LD_LIBRARY_PATH": "as set in the environment",
+    # what the user plans to do (set by options, not probed)
+    "plan.device": "device the planned training run uses: 'cuda', 'cpu', or null when unknown",
+    "plan.data_workers": "DataLoader workers the planned run uses",
+    # deep probes (check --deep)
+    "deep.nvcc_compile_ok": "a one-line .cu compiled with the chosen host compiler",
+    "deep.nvcc_compile_error": "the compiler's first error line when that failed",
+}
+
+
+def documented_key(key: str) -> str:
+    """Map a concrete key to its documented form: gpu.3.name -> gpu.N.name."""
+    parts = key.split(".")
+    if len(parts) >= 3 and parts[0] == "gpu" and parts[1].isdigit():
+        return ".".join(["gpu", "N", *parts[2:]])
+    return key
+
+
+def gpu_indices(facts: Mapping[str, FactValue]) -> range:
+    """Indices of the GPUs present in `facts` (empty when gpu.count is 0 or unknown)."""
+    count = facts.get("gpu.count")
+    return range(count) if isinstance(count, int) and count > 0 else range(0)
+
+
+def merge(*parts: Mapping[str, FactValue]) -> Facts:
+    """Merge probe outputs left to right; a later known value wins over an earlier one, never a None."""
+    out: Facts = {}
+    for part in parts:
+        for key, value in part.items():
+            if value is not None or key not in out:
+                out[key] = value
+    return out
+
+
+def with_defaults(facts: Mapping[str, FactValue], keys: Iterable[str] = FACT_KEYS) -> Facts:
+    """Return facts with every documented non-GPU key present (None when unknown), for stable JSON."""
+    out: Facts = {k: None for k in keys if ".N." not in k}
+    out.update(facts)
+    return dict(sorted(out.items()))

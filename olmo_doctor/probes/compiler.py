@@ -1,0 +1,26 @@
+"""Host C++ compiler facts: the compiler nvcc and torch extensions will use (CXX, else g++)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from olmo_doctor.facts import Facts
+from olmo_doctor.run import Runner
+
+
+def probe(run: Runner) -> Facts:
+    cxx_env, cc_env = os.environ.get("CXX"), os.environ.get("CC")
+    # torch.utils.cpp_extension compiles with $CXX (default c++); nvcc's host compiler is CUDAHOSTCXX or the
+    # first g++/c++ on PATH. CXX first, since flash-attn / xformers builds pass it through.
+    compiler = os.environ.get("CUDAHOSTCXX") or cxx_env or "g++"
+    path = compiler if os.path.isabs(compiler) else shutil.which(compiler)
+    facts: Facts = {"gcc.cc_env": cc_env, "gcc.cxx_env": cxx_env, "gcc.path": path, "gcc.version": None}
+    if path:
+        out = run([path, "-dumpfullversion", "-dumpversion"])
+        if out.ok and out.stdout.strip():
+            facts["gcc.version"] = out.stdout.strip().splitlines()[0]
+        ver = run([path, "--version"]) if not facts["gcc.version"] else None
+        if ver is not None and ver.ok and "clang" in ver.stdout.lower():
+            facts["gcc.is_clang"] = True
+    return facts

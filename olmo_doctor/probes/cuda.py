@@ -1,0 +1,93 @@
+"""CUDA toolkit facts: which nvcc builds extensions, its version, and the newest GCC it accepts.
+
+CUDA_HOME is resolved the way torch.utils.cpp_extension does (CUDA_HOME, CUDA_PATH, the nvcc on PATH, then
+/usr/local/cuda). The version comes from the toolkit's version.json when present (no subprocess), else from
+`nvcc --version`; the GCC limit is read from the real crt/host_config.h, with tables.py as the fallback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+from olmo_doctor import tables
+from olmo_doctor.facts import Facts
+from olmo_doctor.run import Runner
+
+NVCC_RELEASE = re.compile(r"release (\d+\.\d+), V([\d.]+)")
+HOST_CONFIG_GCC = re.compile(r"#if\s+__GNUC__\s*>\s*(\d+)")
+
+
+def resolve_cuda_home() -> str | None:
+    """Exactly torch.utils.cpp_extension._find_cuda_home (no realpath: a wrapper script in /usr/local/bin
+    makes torch pick /usr/local, which has no CUDA headers, and we must see what torch sees)."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            return os.environ[var]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        return os.path.dirname(os.path.dirname(nvcc))
+    return "/usr/local/cuda" if os.path.isdir("/usr/local/cuda") else None
+
+
+def nvcc_version(nvcc: str, run: Runner) -> tuple[str | None, str | None]:
+    """(major.minor, full) for an nvcc binary; version.json first since it costs no process."""
+    root = Path(os.path.realpath(nvcc)).parent.parent
+    try:
+        data = json.loads((root / "version.json").read_text())
+        full = data.get("cuda_nvcc", {}).get("version") or data.get("cuda", {}).get("version")
+        if full:
+            mm = tables.major_minor(full)
+            return (f"{mm[0]}.{mm[1]}" if mm else None), full
+    except (OSError, ValueError):
+        pass
+    out = run([nvcc, "--version"])
+    m = NVCC_RELEASE.search(out.stdout) if out.ok else None
+    return (m.group(1), m.group(2)) if m else (None, None)
+
+
+def host_config_max_gcc(cuda_root: str | None) -> int | None:
+    if not cuda_root:
+        return None
+    for rel in ("include/crt/host_config.h", "targets/x86_64-linux/include/crt/host_config.h",
+                "targets/sbsa-linux/include/crt/host_config.h"):
+        try:
+            text = (Path(cuda_root) / rel).read_text(errors="replace")
+        except OSError:
+            continue
+        m = HOST_CONFIG_GCC.search(text)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def probe(run: Runner) -> Facts:
+    home = resolve_cuda_home()
+    on_path = shutil.which("nvcc")
+    home_nvcc = os.path.join(home, "bin", "nvcc") if home else None
+    nvcc = home_nvcc if home_nvcc and os.access(home_nvcc, os.X_OK) else on_path
+    facts: Facts = {
+        "cuda.home": home,
+        "cuda.home_env": os.environ.get("CUDA_HOME"),
+        "nvcc.on_path": on_path,
+        "nvcc.path": nvcc,
+        "nvcc.version": None,
+        "nvcc.full_version": None,
+        "nvcc.max_gcc": None,
+        "cuda.home_nvcc_version": None,
+        "cuda.home_has_headers": os.path.isfile(os.path.join(home, "include", "cuda_runtime.h")) if home else None,
+    }
+    if nvcc:
+        version, full = nvcc_version(nvcc, run)
+        facts["nvcc.version"], facts["nvcc.full_version"] = version, full
+        root = str(Path(os.path.realpath(nvcc)).parent.parent)
+        facts["nvcc.max_gcc"] = host_config_max_gcc(root) or tables.nvcc_max_gcc(version)
+    if home_nvcc and os.access(home_nvcc, os.X_OK):
+        facts["cuda.home_nvcc_version"] = facts["nvcc.version"]
+    if on_path and nvcc and os.path.realpath(on_path) != os.path.realpath(nvcc):
+        # two toolkits: the one on PATH and the one CUDA_HOME names; record the PATH one's version separately
+        facts["nvcc.on_path_version"] = nvcc_version(on_path, run)[0]
+    return facts

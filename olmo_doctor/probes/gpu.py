@@ -1,0 +1,101 @@
+"""GPU and driver facts: NVML through pynvml first (no subprocess), `nvidia-smi` as the fallback."""
+
+from __future__ import annotations
+
+import re
+
+from olmo_doctor.facts import Facts
+from olmo_doctor.run import Runner
+
+SMI_QUERY = [
+    "nvidia-smi",
+    "--query-gpu=name,compute_cap,memory.total,pci.bus_id,driver_version",
+    "--format=csv,noheader,nounits",
+]
+
+
+def _cuda_version_from_int(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def probe_nvml() -> Facts | None:
+    """Facts from NVML, or None when the library or driver is absent."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...: no usable driver here
+        return None
+    try:
+        facts: Facts = {"gpu.source": "pynvml"}
+        drv = pynvml.nvmlSystemGetDriverVersion()
+        facts["driver.version"] = drv.decode() if isinstance(drv, bytes) else drv
+        facts["driver.cuda_version"] = _cuda_version_from_int(pynvml.nvmlSystemGetCudaDriverVersion())
+        count = pynvml.nvmlDeviceGetCount()
+        facts["gpu.count"] = count
+        for i in range(count):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(h)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            pci = pynvml.nvmlDeviceGetPciInfo(h)
+            bus = pci.busId.decode() if isinstance(pci.busId, bytes) else pci.busId
+            facts[f"gpu.{i}.name"] = name.decode() if isinstance(name, bytes) else name
+            facts[f"gpu.{i}.compute_capability"] = f"{major}.{minor}"
+            facts[f"gpu.{i}.memory_gb"] = round(int(mem.total) / 1e9, 1)
+            facts[f"gpu.{i}.pci_bus_id"] = bus
+        return facts
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def probe_smi(run: Runner) -> Facts | None:
+    out = run(SMI_QUERY)
+    if not out.ok:
+        return None
+    facts: Facts = {"gpu.source": "nvidia-smi"}
+    rows = [r for r in out.stdout.strip().splitlines() if r.strip()]
+    facts["gpu.count"] = len(rows)
+    for i, row in enumerate(rows):
+        cols = [c.strip() for c in row.split(",")]
+        if len(cols) < 5:
+            continue
+        name, cc, mem_mib, bus, drv = cols[:5]
+        facts[f"gpu.{i}.name"] = name
+        facts[f"gpu.{i}.compute_capability"] = cc if re.match(r"^\d+\.\d+$", cc) else None
+        try:
+            facts[f"gpu.{i}.memory_gb"] = round(float(mem_mib) * 1048576 / 1e9, 1)
+        except ValueError:
+            facts[f"gpu.{i}.memory_gb"] = None
+        facts[f"gpu.{i}.pci_bus_id"] = bus
+        facts["driver.version"] = drv
+    head = run(["nvidia-smi"])
+    m = re.search(r"CUDA Version:\s*([\d.]+)", head.stdout) if head.ok else None
+    facts["driver.cuda_version"] = m.group(1) if m else None
+    return facts
+
+
+def probe_topology(run: Runner, gpu_count: int) -> Facts:
+    """NVLink presence from `nvidia-smi topo -m` (only asked when there are several GPUs)."""
+    if gpu_count < 2:
+        return {"gpu.nvlink": False if gpu_count == 1 else None}
+    out = run(["nvidia-smi", "topo", "-m"])
+    if not out.ok:
+        return {"gpu.nvlink": None}
+    return {"gpu.nvlink": bool(re.search(r"\bNV\d+\b", out.stdout))}
+
+
+def probe(run: Runner, use_nvml: bool = True) -> Facts:
+    facts = (probe_nvml() if use_nvml else None) or probe_smi(run)
+    if facts is None:
+        return {"gpu.count": 0, "gpu.source": "none", "driver.version": None, "driver.cuda_version": None}
+    count = facts.get("gpu.count")
+    facts.update(probe_topology(run, count if isinstance(count, int) else 0))
+    return facts

@@ -1,0 +1,130 @@
+"""Machine facts: memory and CPUs (cgroup-aware), ulimits, /dev/shm, free disk, OS, WSL, containers, conda."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from olmo_doctor.facts import Facts
+from olmo_doctor.probes import cgroup
+
+GB = 1e9
+
+
+def _limit(value: int) -> int:
+    return -1 if value == resource.RLIM_INFINITY else int(value)
+
+
+def memory() -> Facts:
+    import psutil
+
+    vm = psutil.virtual_memory()
+    total, available = vm.total, vm.available
+    limit = cgroup.memory_limit_bytes()
+    if limit is not None and limit < total:
+        used = cgroup.memory_used_bytes() or 0
+        total, available = limit, max(0, min(available, limit - used))
+    return {
+        "mem.total_gb": round(total / GB, 1),
+        "mem.available_gb": round(available / GB, 1),
+        "mem.cgroup_limit_gb": round(limit / GB, 1) if limit is not None else None,
+    }
+
+
+def limits() -> Facts:
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+    memlock = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    return {
+        "ulimit.nofile.soft": _limit(nofile[0]),
+        "ulimit.nofile.hard": _limit(nofile[1]),
+        "ulimit.memlock.soft": _limit(memlock[0]),
+        "ulimit.memlock.hard": _limit(memlock[1]),
+    }
+
+
+def _free_gb(path: str) -> float | None:
+    p = Path(path)
+    while not p.exists() and p != p.parent:  # the pip cache may not exist yet: measure where it would be
+        p = p.parent
+    try:
+        return round(shutil.disk_usage(p).free / GB, 1)
+    except OSError:
+        return None
+
+
+def disks() -> Facts:
+    pip_cache = os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip")
+    free = {
+        "disk.free_gb.venv": _free_gb(sys.prefix),
+        "disk.free_gb.pip_cache": _free_gb(pip_cache),
+        "disk.free_gb.tmp": _free_gb(tempfile.gettempdir()),
+    }
+    known = [v for v in free.values() if v is not None]
+    shm = None
+    try:
+        st = os.statvfs("/dev/shm")
+        shm = round(st.f_blocks * st.f_frsize / GB, 2)
+    except OSError:
+        pass
+    return {"disk.free_gb": min(known) if known else None, **free, "shm.size_gb": shm}
+
+
+def _os_name() -> str | None:
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return platform.system() or None
+
+
+def container() -> str | bool:
+    if os.path.exists("/.dockerenv"):
+        return "docker"
+    if os.path.exists("/run/.containerenv"):
+        return "podman"
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return "kubernetes"
+    try:
+        text = Path("/proc/1/cgroup").read_text()
+    except OSError:
+        text = ""
+    for needle, name in (("kubepods", "kubernetes"), ("docker", "docker"), ("lxc", "lxc"), ("containerd", "containerd")):
+        if needle in text:
+            return name
+    return os.environ.get("container") or False
+
+
+def os_facts() -> Facts:
+    release = platform.release()
+    try:
+        wsl = "microsoft" in Path("/proc/sys/kernel/osrelease").read_text().lower()
+    except OSError:
+        wsl = "microsoft" in release.lower()
+    return {
+        "os.name": _os_name(),
+        "os.kernel": release,
+        "os.arch": platform.machine(),
+        "os.wsl": wsl,
+        "os.container": container(),
+        "os.conda_env": os.environ.get("CONDA_PREFIX"),
+        "infiniband.present": bool(os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband")),
+    }
+
+
+def probe() -> Facts:
+    cpus = cgroup.usable_cpus()
+    return {
+        **memory(),
+        "cpu.count": cpus,
+        "cpu.physical_count": os.cpu_count(),
+        **limits(),
+        **disks(),
+        **os_facts(),
+    }

@@ -1,0 +1,129 @@
+"""Judge facts with rules: evaluate each rule's condition and turn the ones that fire into Findings."""
+
+from __future__ import annotations
+
+import importlib
+import string
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from olmo_doctor.facts import FactValue, gpu_indices
+from olmo_doctor.findings import Finding, Fix, sort_findings
+from olmo_doctor.rules.expr import Unknown, evaluate, fact_refs
+from olmo_doctor.rules.model import Rule, load_rules
+
+_FORMATTER = string.Formatter()
+
+
+def _bind_gpu(source: str, index: int) -> str:
+    return source.replace("gpu.*.", f"gpu.{index}.")
+
+
+def render(template: str, facts: Mapping[str, FactValue], extra: Mapping[str, Any] | None = None) -> str:
+    """Fill {expression} fields of a message or command; {{ and }} are literal braces.
+
+    A field that cannot be evaluated (unknown fact) renders as 'unknown' rather than failing the finding.
+    """
+    out: list[str] = []
+    for literal, field_name, spec, conv in _FORMATTER.parse(template):
+        out.append(literal)
+        if field_name is None:
+            continue
+        expr = field_name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "")
+        if extra and expr in extra:
+            out.append(str(extra[expr]))
+            continue
+        try:
+            value = evaluate(expr, facts)
+        except Unknown:
+            value = "unknown"
+        out.append(", ".join(value) if isinstance(value, list) else str(value))
+    return "".join(out)
+
+
+def _call_check(rule: Rule, facts: Mapping[str, FactValue]) -> dict[str, Any] | None:
+    """A code rule: `check = "module.function"` resolved inside olmo_doctor.checks; returns context or None."""
+    assert rule.check is not None
+    module_name, _, func_name = rule.check.rpartition(".")
+    module = importlib.import_module(f"olmo_doctor.{module_name}" if module_name else "olmo_doctor.checks")
+    result = getattr(module, func_name)(facts)
+    if result is None or result is False:
+        return None
+    return dict(result) if isinstance(result, Mapping) else {}
+
+
+def fires(rule: Rule, facts: Mapping[str, FactValue]) -> tuple[bool, dict[str, Any], Mapping[str, FactValue]]:
+    """Does the rule fire? Returns (fired, extra template values, the facts to render with)."""
+    if rule.check is not None:
+        ctx = _call_check(rule, facts)
+        return ctx is not None, ctx or {}, facts
+    if rule.when is None:  # a log-only rule: diagnose uses its signatures, check never fires it
+        return False, {}, facts
+    if any(ref.startswith("gpu.*.") for ref in fact_refs(rule.when)):
+        for i in gpu_indices(facts):
+            try:
+                if evaluate(_bind_gpu(rule.when, i), facts):
+                    prefix = f"gpu.{i}."
+                    bound = {"gpu_star." + k[len(prefix) :]: v for k, v in facts.items() if k.startswith(prefix)}
+                    return True, {"gpu": i}, {**facts, **bound}
+            except Unknown:
+                continue
+        return False, {}, facts
+    try:
+        return bool(evaluate(rule.when, facts)), {}, facts
+    except Unknown:
+        return False, {}, facts
+
+
+def _gpu_aware(template: str) -> str:
+    # messages refer to the GPU that fired as gpu.*.name; `fires` bound its facts as gpu_star.*
+    return template.replace("gpu.*.", "gpu_star.")
+
+
+def to_finding(rule: Rule, facts: Mapping[str, FactValue], extra: Mapping[str, Any]) -> Finding:
+    fixes = [
+        Fix(
+            title=render(_gpu_aware(f.title), facts, extra),
+            applicability=f.applicability,  # type: ignore[arg-type]
+            commands=[render(_gpu_aware(c), facts, extra) for c in f.commands],
+            action=_render_action(f.action, facts, extra),
+        )
+        for f in rule.fixes
+    ]
+    return Finding(
+        code=rule.code,
+        cause=rule.cause,
+        severity=rule.severity,  # type: ignore[arg-type]
+        title=render(_gpu_aware(rule.title), facts, extra),
+        message=render(_gpu_aware(rule.message), facts, extra),
+        fixes=fixes,
+        name=rule.name,
+        why=rule.why.strip(),
+        sources=list(rule.sources),
+    )
+
+
+def _render_action(action: Any, facts: Mapping[str, FactValue], extra: Mapping[str, Any]) -> Any:
+    if action is None:
+        return None
+    if isinstance(action, str):
+        return render(_gpu_aware(action), facts, extra)
+    if isinstance(action, list):
+        return [_render_action(a, facts, extra) for a in action]
+    if isinstance(action, dict):
+        return {k: _render_action(v, facts, extra) for k, v in action.items()}
+    return action
+
+
+def run_rules(
+    facts: Mapping[str, FactValue], scope: str = "all", rules: Iterable[Rule] | None = None
+) -> list[Finding]:
+    """Every finding the rules produce for these facts, errors first."""
+    findings = []
+    for rule in rules if rules is not None else load_rules():
+        if not rule.in_scope(scope):
+            continue
+        fired, extra, bound = fires(rule, facts)
+        if fired:
+            findings.append(to_finding(rule, bound, extra))
+    return sort_findings(findings)

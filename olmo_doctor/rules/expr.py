@@ -1,0 +1,206 @@
+"""The condition language of rules: a small, safe subset of Python expressions over dotted fact keys.
+
+    when = "major(nvcc.version) != major(torch.cuda)"
+    when = "ver(driver.version) < ver(driver_floor(torch.cuda))"
+    when = "cc(gpu.*.compute_capability) < 8.0"          # gpu.* : evaluated once per GPU
+
+A dotted name is a fact. If any fact an expression needs is unknown (None) the expression is *unknown* and the
+rule stays quiet, so a rule never fires on facts a report did not contain. `known(x)` / `missing(x)` test for
+that explicitly. Only the functions in FUNCTIONS can be called; attributes, subscripts and lambdas are refused
+when a rule is loaded, so a rules file cannot run code.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from olmo_doctor import tables
+from olmo_doctor.facts import FactValue
+
+
+class Unknown(Exception):
+    """Raised inside evaluation when a needed fact is None; the whole condition is then unknown."""
+
+
+class ExprError(ValueError):
+    """A rule's expression is malformed or uses something not allowed."""
+
+
+_STRING = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'")
+_DOTTED = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.(?:\w+|\*))+)")
+_RAW_FUNCS = {"known", "missing", "default"}
+_INTERNAL = {"__fact__", "__raw__"}
+
+
+def _need(value: Any) -> Any:
+    if value is None:
+        raise Unknown
+    return value
+
+
+def _ver(x: object) -> Any:
+    v = tables.parse_version(_need(x))
+    if v is None:
+        raise Unknown
+    return v
+
+
+def _major(x: object) -> int:
+    mm = tables.major_minor(_need(x))
+    if mm is None:
+        raise Unknown
+    return mm[0]
+
+
+def _minor(x: object) -> int:
+    mm = tables.major_minor(_need(x))
+    if mm is None:
+        raise Unknown
+    return mm[1]
+
+
+def _cc(x: object) -> float:
+    """Compute capability as a comparable number: '9.0' -> 9.0, '12.1' -> 12.1."""
+    mm = tables.major_minor(_need(x))
+    if mm is None:
+        raise Unknown
+    return mm[0] + mm[1] / 10
+
+
+def _num(x: object) -> float:
+    try:
+        return float(_need(x))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise Unknown from None
+
+
+def _table(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a tables.* lookup: unknown inputs or a missing row make the expression unknown."""
+
+    def call(*args: Any) -> Any:
+        out = fn(*[_need(a) for a in args])
+        if out is None:
+            raise Unknown
+        return out
+
+    call.__name__ = fn.__name__
+    return call
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "ver": _ver,
+    "major": _major,
+    "minor": _minor,
+    "cc": _cc,
+    "num": _num,
+    "lower": lambda x: str(_need(x)).lower(),
+    "matches": lambda x, pattern: re.search(pattern, str(_need(x))) is not None,
+    "contains": lambda x, item: item in _need(x),
+    "length": lambda x: len(_need(x)),
+    "known": lambda x: x is not None,
+    "missing": lambda x: x is None,
+    "default": lambda x, d: d if x is None else x,
+    "min": min,
+    "max": max,
+    "driver_floor": _table(tables.driver_floor),
+    "driver_floor_major": _table(tables.driver_floor_major),
+    "nvcc_max_gcc": _table(tables.nvcc_max_gcc),
+    "nvcc_supports_cc": _table(tables.nvcc_supports_cc),
+    "min_nvcc_for_cc": _table(tables.min_nvcc_for_cc),
+    "flash_attn_arch": _table(tables.flash_attn_arch),
+    "arch_list_covers": _table(tables.arch_list_covers),
+    "gpu_name_to_cc": _table(tables.gpu_name_to_cc),
+    "torch_default_cuda": _table(lambda v: tables.TORCH_PYPI_DEFAULT_CUDA.get("%d.%d" % tables.major_minor(v))),
+}
+
+_NAMES = {"true": True, "false": False, "True": True, "False": False}
+_ALLOWED = (
+    ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.Compare, ast.Eq,
+    ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn, ast.Call, ast.Constant, ast.Name,
+    ast.Load, ast.List, ast.Tuple, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.IfExp,
+)
+
+
+def rewrite(source: str) -> str:
+    """Replace dotted fact names outside string literals with __fact__("name") calls."""
+    out, pos = [], 0
+    for m in _STRING.finditer(source):
+        out.append(_DOTTED.sub(r'__fact__("\1")', source[pos : m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(_DOTTED.sub(r'__fact__("\1")', source[pos:]))
+    return "".join(out)
+
+
+def fact_refs(source: str) -> list[str]:
+    """The fact keys an expression reads, in order (gpu.* left as is)."""
+    refs: list[str] = []
+    pos = 0
+    for m in [*_STRING.finditer(source), None]:
+        chunk = source[pos : m.start()] if m else source[pos:]
+        refs += _DOTTED.findall(chunk)
+        pos = m.end() if m else pos
+    return list(dict.fromkeys(refs))
+
+
+class _Validate(ast.NodeTransformer):
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        if not isinstance(node, _ALLOWED):
+            raise ExprError(f"'{type(node).__name__}' is not allowed in a rule expression")
+        return super().generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id not in _NAMES and node.id not in FUNCTIONS and node.id not in _INTERNAL:
+            raise ExprError(f"unknown name '{node.id}' (facts are dotted, e.g. torch.cuda)")
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if not isinstance(node.func, ast.Name) or (node.func.id not in FUNCTIONS and node.func.id not in _INTERNAL):
+            raise ExprError("only the documented functions can be called")
+        if node.keywords:
+            raise ExprError("keyword arguments are not allowed")
+        if node.func.id in _RAW_FUNCS:  # known(x) / missing(x) must see None instead of raising
+            for arg in node.args:
+                if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id == "__fact__":
+                    arg.func.id = "__raw__"
+        self.generic_visit(node)
+        return node
+
+
+@lru_cache(maxsize=1024)
+def compile_expr(source: str) -> Any:
+    """Parse and validate once; returns a code object evaluated by `evaluate`."""
+    try:
+        tree = ast.parse(rewrite(source).strip(), mode="eval")
+    except SyntaxError as e:
+        raise ExprError(f"syntax error in {source!r}: {e.msg}") from None
+    tree = _Validate().visit(tree)
+    ast.fix_missing_locations(tree)
+    return compile(tree, "<rule>", "eval")
+
+
+def evaluate(source: str, facts: Mapping[str, FactValue]) -> Any:
+    """Evaluate an expression; raises Unknown when a needed fact is missing."""
+    code = compile_expr(source)
+    env: dict[str, Any] = {"__builtins__": {}, **FUNCTIONS, **_NAMES}
+    env["__fact__"] = lambda key: _need(facts.get(key))
+    env["__raw__"] = lambda key: facts.get(key)
+    try:
+        return eval(code, env)  # the AST was whitelisted in compile_expr
+    except Unknown:
+        raise
+    except TypeError as e:
+        # comparing a fact of the wrong type (e.g. a string with a number) means the fact is not usable here
+        raise Unknown(str(e)) from None
+
+
+def truth(source: str, facts: Mapping[str, FactValue]) -> bool | None:
+    """True / False, or None when unknown."""
+    try:
+        return bool(evaluate(source, facts))
+    except Unknown:
+        return None

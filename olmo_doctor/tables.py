@@ -1,0 +1,253 @@
+"""Compatibility tables, one source per row set. Rules and plans look facts up here instead of remembering.
+
+Every table cites where it was read (see shared research notes `doctor_anchors.md` §2–§6, `kernels_build.md` §1);
+where an artefact on the machine can answer (crt/host_config.h, torch.cuda.get_arch_list()) the probe reads it
+and these tables are the fallback.
+"""
+
+from __future__ import annotations
+
+import re
+
+from packaging.version import InvalidVersion, Version
+
+
+def parse_version(text: object) -> Version | None:
+    """Lenient version parse: '13.0.88', '580.159.04', '2.11.0+cu130', 'V12.4.131' -> Version; else None."""
+    if text is None:
+        return None
+    m = re.search(r"\d+(?:\.\d+)*(?:[a-z]+\d*)?(?:\+[\w.]+)?", str(text))
+    if not m:
+        return None
+    try:
+        return Version(m.group(0))
+    except InvalidVersion:
+        try:
+            return Version(re.match(r"\d+(?:\.\d+)*", m.group(0)).group(0))  # type: ignore[union-attr]
+        except (InvalidVersion, AttributeError):
+            return None
+
+
+def major_minor(text: object) -> tuple[int, int] | None:
+    v = parse_version(text)
+    if v is None:
+        return None
+    rel = (*v.release, 0)
+    return rel[0], rel[1]
+
+
+# CUDA toolkit -> minimum Linux driver (GA releases). Source: CUDA 13.2 U2 release notes, Table 3
+# https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html
+DRIVER_FLOOR_LINUX: dict[str, str] = {
+    "11.8": "520.61.05",
+    "12.0": "525.60.13",
+    "12.1": "530.30.02",
+    "12.2": "535.54.03",
+    "12.3": "545.23.06",
+    "12.4": "550.54.14",
+    "12.5": "555.42.02",
+    "12.6": "560.28.03",
+    "12.8": "570.26",
+    "12.9": "575.51.03",
+    "13.0": "580.65.06",
+    "13.1": "590.44.01",
+    "13.2": "595.45.04",
+}
+# Minor-version compatibility floor per CUDA major: "applications ... can run, with limited feature-set, on
+# systems having at least the minimum required driver". Source:
+# https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html
+DRIVER_FLOOR_MAJOR: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
+
+def driver_floor(cuda: object) -> str | None:
+    """GA driver floor for a CUDA 'major.minor' (the nearest listed release at or below it)."""
+    mm = major_minor(cuda)
+    if mm is None:
+        return None
+    best: str | None = None
+    for key, floor in DRIVER_FLOOR_LINUX.items():
+        kmm = major_minor(key)
+        if kmm is not None and kmm <= mm and kmm[0] == mm[0]:
+            best = floor
+    return best
+
+
+def driver_floor_major(cuda: object) -> str | None:
+    mm = major_minor(cuda)
+    return DRIVER_FLOOR_MAJOR.get(mm[0]) if mm else None
+
+
+# nvcc -> highest GCC major its crt/host_config.h accepts (`#if __GNUC__ > N` errors). Source: host_config.h
+# read from NVIDIA's nvidia-cuda-nvcc(-cu11/-cu12) and nvidia-cuda-crt PyPI wheels, 11.8.89 ... 13.5.37.
+NVCC_MAX_GCC: dict[str, int] = {
+    "11.8": 11,
+    "12.0": 12, "12.1": 12, "12.2": 12, "12.3": 12,
+    "12.4": 13, "12.5": 13, "12.6": 13,
+    "12.8": 14, "12.9": 14,
+    "13.0": 15, "13.1": 15, "13.2": 15,
+    "13.5": 16,
+}
+
+
+def nvcc_max_gcc(nvcc: object) -> int | None:
+    mm = major_minor(nvcc)
+    if mm is None:
+        return None
+    best: int | None = None
+    for key, gcc in NVCC_MAX_GCC.items():
+        kmm = major_minor(key)
+        if kmm is not None and kmm <= mm:
+            best = gcc
+    return best
+
+
+# nvcc -> real sm targets it can compile (ptxas --help / nvcc --list-gpu-code from NVIDIA's wheels).
+# CUDA 13.0 removed sm_50..sm_72 (Maxwell, Pascal, Volta); sm_101 became sm_110.
+_SM_11_8 = {35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90}
+_SM_12_0 = (_SM_11_8 - {35, 37})
+_SM_12_8 = _SM_12_0 | {100, 101, 120}
+_SM_12_9 = _SM_12_8 | {103, 121}
+_SM_13_0 = {75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121}
+_SM_13_5 = _SM_13_0 | {107}
+NVCC_SM_TARGETS: list[tuple[str, set[int]]] = [
+    ("11.8", _SM_11_8),
+    ("12.0", _SM_12_0),
+    ("12.8", _SM_12_8),
+    ("12.9", _SM_12_9),
+    ("13.0", _SM_13_0),
+    ("13.5", _SM_13_5),
+]
+
+
+def nvcc_sm_targets(nvcc: object) -> set[int] | None:
+    mm = major_minor(nvcc)
+    if mm is None or mm < (11, 8):
+        return None
+    best: set[int] | None = None
+    for key, targets in NVCC_SM_TARGETS:
+        kmm = major_minor(key)
+        if kmm is not None and kmm <= mm:
+            best = targets
+    return best
+
+
+def cc_to_sm(cc: object) -> int | None:
+    """'9.0' -> 90, '12.1' -> 121."""
+    mm = major_minor(cc)
+    return mm[0] * 10 + mm[1] if mm else None
+
+
+def nvcc_supports_cc(nvcc: object, cc: object) -> bool | None:
+    targets = nvcc_sm_targets(nvcc)
+    sm = cc_to_sm(cc)
+    if targets is None or sm is None:
+        return None
+    return sm in targets
+
+
+# Minimum nvcc to target a compute capability (first toolkit listing the sm). Same source as above.
+def min_nvcc_for_cc(cc: object) -> str | None:
+    sm = cc_to_sm(cc)
+    if sm is None:
+        return None
+    for key, targets in NVCC_SM_TARGETS:
+        if sm in targets:
+            return key
+    return None
+
+
+# GPU marketing name -> compute capability. Source: https://developer.nvidia.com/cuda-gpus and
+# https://developer.nvidia.com/cuda-legacy-gpus. Matched as case-insensitive substrings, most specific first.
+GPU_CC: list[tuple[str, str]] = [
+    ("GB10", "12.1"),
+    ("RTX PRO 6000 Blackwell", "12.0"), ("RTX PRO 5000 Blackwell", "12.0"), ("RTX PRO 4500 Blackwell", "12.0"),
+    ("RTX PRO 4000 Blackwell", "12.0"), ("RTX PRO 2000 Blackwell", "12.0"),
+    ("RTX 5090", "12.0"), ("RTX 5080", "12.0"), ("RTX 5070", "12.0"), ("RTX 5060", "12.0"), ("RTX 5050", "12.0"),
+    ("Thor", "11.0"),
+    ("GB300", "10.3"), ("B300", "10.3"),
+    ("GB200", "10.0"), ("B200", "10.0"),
+    ("GH200", "9.0"), ("H200", "9.0"), ("H100", "9.0"), ("H800", "9.0"), ("H20", "9.0"),
+    ("L40S", "8.9"), ("L40", "8.9"), ("L4", "8.9"),
+    ("RTX 6000 Ada", "8.9"), ("RTX 5000 Ada", "8.9"), ("RTX 4500 Ada", "8.9"), ("RTX 4000 Ada", "8.9"),
+    ("RTX 2000 Ada", "8.9"),
+    ("RTX 4090", "8.9"), ("RTX 4080", "8.9"), ("RTX 4070", "8.9"), ("RTX 4060", "8.9"), ("RTX 4050", "8.9"),
+    ("RTX 5880 Ada", "8.9"),
+    ("Orin", "8.7"),
+    ("A100", "8.0"), ("A800", "8.0"), ("A30", "8.0"),
+    ("A40", "8.6"), ("A16", "8.6"), ("A10", "8.6"), ("A2", "8.6"),
+    ("RTX A6000", "8.6"), ("RTX A5000", "8.6"), ("RTX A4000", "8.6"), ("RTX A3000", "8.6"), ("RTX A2000", "8.6"),
+    ("RTX 3090", "8.6"), ("RTX 3080", "8.6"), ("RTX 3070", "8.6"), ("RTX 3060", "8.6"), ("RTX 3050", "8.6"),
+    ("T4", "7.5"), ("Quadro RTX", "7.5"), ("RTX 2080", "7.5"), ("RTX 2070", "7.5"), ("RTX 2060", "7.5"),
+    ("GTX 16", "7.5"), ("TITAN RTX", "7.5"), ("T1000", "7.5"), ("T600", "7.5"), ("T400", "7.5"),
+    ("Xavier", "7.2"),
+    ("V100", "7.0"), ("GV100", "7.0"), ("TITAN V", "7.0"),
+    ("P100", "6.0"), ("P40", "6.1"), ("P4", "6.1"), ("GTX 10", "6.1"), ("TITAN Xp", "6.1"), ("TITAN X", "6.1"),
+    ("M40", "5.2"), ("M60", "5.2"), ("GTX 9", "5.2"),
+    ("K80", "3.7"), ("K40", "3.5"),
+]
+
+
+def gpu_name_to_cc(name: object) -> str | None:
+    if not isinstance(name, str):
+        return None
+    low = name.lower()
+    for needle, cc in GPU_CC:
+        n = needle.lower()
+        # word-ish match so "A10" does not match "A100" and "L4" does not match "L40"
+        if re.search(rf"(?<![a-z0-9]){re.escape(n)}(?![0-9])", low):
+            return cc
+    return None
+
+
+# flash-attn 2 arch tokens: only 80, 90, 100, 120 emit gencodes (flash_attn 2.8.3.post2 setup.py L179-191);
+# desktop 8.x runs sm_80 SASS; 10.3 runs 10.0; 12.1 runs 12.0 (same-major binary compatibility).
+def flash_attn_arch(cc: object) -> str | None:
+    mm = major_minor(cc)
+    if mm is None or mm[0] < 8:
+        return None
+    return {8: "80", 9: "90", 10: "100", 12: "120"}.get(mm[0])
+
+
+# First GCC release whose libstdc++ exports each GLIBCXX symbol version (libstdc++ ABI manual).
+GLIBCXX_FIRST_GCC: dict[str, str] = {
+    "3.4.28": "9.3", "3.4.29": "11.1", "3.4.30": "12.1", "3.4.31": "13.1", "3.4.32": "13.2",
+    "3.4.33": "14.1", "3.4.34": "15.1",
+}
+
+# PyPI torch default CUDA per release (metadata pins read with pip --dry-run --report) and wheel arch lists
+# (pytorch RELEASE.md support matrix, .ci/manywheel/build_cuda.sh). Used when torch cannot be imported.
+TORCH_PYPI_DEFAULT_CUDA: dict[str, str] = {
+    "2.1": "12.1", "2.2": "12.1", "2.3": "12.1", "2.4": "12.1", "2.5": "12.4", "2.6": "12.4", "2.7": "12.6",
+    "2.8": "12.8", "2.9": "12.8", "2.10": "12.8", "2.11": "13.0", "2.12": "13.0", "2.13": "13.0", "2.14": "13.0",
+}
+TORCH_WHEEL_ARCHS: dict[str, list[str]] = {
+    "11.8": ["sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+    "12.1": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+    "12.4": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+    "12.6": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+    "12.8": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
+    "12.9": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"],
+    "13.0": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"],
+}
+
+
+def arch_list_covers(arch_list: object, cc: object) -> bool | None:
+    """Does a torch arch list (['sm_80', 'compute_90', ...]) run on this compute capability?
+
+    A cubin sm_XY runs on the same major with minor >= Y; PTX compute_XY JIT-compiles for any CC >= XY.
+    """
+    if not isinstance(arch_list, list) or not arch_list:
+        return None
+    mm = major_minor(cc)
+    if mm is None:
+        return None
+    for arch in arch_list:
+        m = re.match(r"(sm|compute)_(\d+)(\d)[af]?$", str(arch))
+        if not m:
+            continue
+        a_major, a_minor = int(m.group(2)), int(m.group(3))
+        if m.group(1) == "sm" and a_major == mm[0] and a_minor <= mm[1]:
+            return True
+        if m.group(1) == "compute" and (a_major, a_minor) <= mm:
+            return True
+    return False
