@@ -95,10 +95,11 @@ def container() -> str | bool:
         text = Path("/proc/1/cgroup").read_text()
     except OSError:
         text = ""
-    for needle, name in (("kubepods", "kubernetes"), ("docker", "docker"), ("lxc", "lxc"), ("containerd", "containerd")):
+    runtimes = (("kubepods", "kubernetes"), ("docker", "docker"), ("lxc", "lxc"), ("containerd", "containerd"))
+    for needle, name in runtimes:
         if needle in text:
             return name
-    return os.environ.get("container") or False
+    return os.environ.get("container") or False  # noqa: SIM112 - systemd-nspawn and lxc set lowercase `container`
 
 
 def os_facts() -> Facts:
