@@ -2,31 +2,61 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
 import sys
-from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
 from olmo_doctor.facts import Facts
+from olmo_doctor.probes import dists
+from olmo_doctor.resources import user_cache_dir
 from olmo_doctor.run import Runner
 
 DISTS = {"pip": "pip", "setuptools": "setuptools", "wheel": "wheel", "packaging": "packaging"}
 
 
-def dist_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+dist_version = dists.version
 
 
 def invalid_versions() -> list[str]:
-    """Installed distributions whose version is not PEP 440 (pip >= 24.1 refuses to work with them)."""
+    """Installed distributions whose version is not PEP 440 (pip >= 24.1 refuses to work with them).
+
+    Scanning every installed distribution costs ~10 ms, so the answer is cached until a sys.path folder changes
+    (installing or removing a package changes its site-packages folder's mtime)."""
+    site_dirs = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    stamp = hashlib.sha256("\0".join(f"{p}:{_mtime(p)}" for p in site_dirs).encode()).hexdigest()[:16]
+    cache = user_cache_dir() / "invalid-versions" / f"{stamp}.json"
+    try:
+        return list(json.loads(cache.read_text()))
+    except (OSError, ValueError):
+        pass
+    bad = _scan_invalid_versions()
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps(bad))
+        tmp.replace(cache)
+    except OSError:
+        pass
+    return bad
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _scan_invalid_versions() -> list[str]:
+    from importlib import metadata
+
     bad = []
     for dist in metadata.distributions():
         raw = dist.metadata["Version"] or ""
@@ -47,6 +77,8 @@ def olmo_origin() -> str | None:
     if origin.parent == mine:
         return "olmo-doctor"
     for dist_name in ("ai2-olmo", "olmo"):
+        from importlib import metadata
+
         try:
             files = metadata.files(dist_name) or []
         except metadata.PackageNotFoundError:

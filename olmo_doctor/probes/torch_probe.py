@@ -14,11 +14,11 @@ import os
 import re
 import subprocess
 import sys
-from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
 
 from olmo_doctor.facts import Facts
+from olmo_doctor.probes import dists
 from olmo_doctor.resources import user_cache_dir
 
 WORKER = r"""
@@ -63,12 +63,6 @@ print(json.dumps(out))
 VERSION_FIELD = re.compile(r"^(__version__|cuda|hip)\s*(?::[^=]*)?=\s*['\"]?([^'\"\n]*)['\"]?", re.M)
 
 
-def _dist(name: str) -> metadata.Distribution | None:
-    try:
-        return metadata.distribution(name)
-    except metadata.PackageNotFoundError:
-        return None
-
 
 def static_facts() -> tuple[Facts, Path | None]:
     """Facts read from files only: torch version/CUDA and the kernel packages' versions."""
@@ -85,8 +79,7 @@ def static_facts() -> tuple[Facts, Path | None]:
         except OSError:
             pass
     for dist_name, key in (("flash-attn", "flash_attn"), ("xformers", "xformers")):
-        dist = _dist(dist_name) or _dist(dist_name.replace("-", "_"))
-        facts[f"{key}.version"] = dist.version if dist else None
+        facts[f"{key}.version"] = dists.version(dist_name)
     return facts, torch_dir
 
 
