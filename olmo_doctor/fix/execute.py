@@ -34,9 +34,13 @@ class StepFailed(Exception):
         self.item = item
 
 
-def _snapshot(py: str) -> dict[str, list[str | None]]:
+def _dists(env: pyenv.PyEnv) -> dict[str, list[str | None]]:
     """name -> [version, direct_url.json text]: the two things `pip freeze` prints for a distribution."""
-    return {k: [d.version, d.direct_url] for k, d in pyenv.query(py).dists.items()}
+    return {k: [d.version, d.direct_url] for k, d in env.dists.items()}
+
+
+def _snapshot(py: str) -> dict[str, list[str | None]]:
+    return _dists(pyenv.query(py))
 
 
 def _changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
@@ -80,15 +84,16 @@ def apply_plan(plan: FixPlan, project: Path, cli_argv: list[str], echo: Echo | N
     preflight(plan, project, journal)
     py = plan.python if plan.env_kind else None
     with journal.lock():
+        env = pyenv.query(py) if py else None
         entry = journal.create({
             "olmo_doctor_version": __version__, "project": str(project), "python": py, "argv": cli_argv,
             "plan": [i.to_json() for i in plan.to_run],
             "findings_before": [f["code"] for f in plan.findings],
-            "freeze_before": pyenv.freeze(py) if py else None, "dists_before": _snapshot(py) if py else None,
+            "freeze_before": pyenv.freeze(py) if py else None, "dists_before": _dists(env) if env else None,
         })
         try:
             for item in plan.to_run:
-                _run_item(item, entry, project, py, echo)
+                env = _run_item(item, entry, project, env, echo)
         except (StepFailed, OSError, KeyboardInterrupt) as e:
             entry.data["error"] = str(e)
             entry.save()
@@ -96,15 +101,17 @@ def apply_plan(plan: FixPlan, project: Path, cli_argv: list[str], echo: Echo | N
             if isinstance(e, KeyboardInterrupt):
                 raise
             return entry
-        if py:
+        if py and env:
             entry.data["freeze_after"] = pyenv.freeze(py)
-            entry.data["dists_after"] = _snapshot(py)
+            entry.data["dists_after"] = _dists(env)
         entry.data["status"] = "applied"
         entry.save()
         return entry
 
 
-def _run_item(item: PlanItem, entry: Entry, project: Path, py: str | None, echo: Echo | None) -> None:
+def _run_item(item: PlanItem, entry: Entry, project: Path, env: pyenv.PyEnv | None,
+              echo: Echo | None) -> pyenv.PyEnv | None:
+    """Run one item; returns the environment as it is afterwards (queried once per pip step)."""
     step: dict[str, Any] = {"item": item.id, "op": item.op, "codes": item.codes, "started": time.time()}
     if item.op == "write_env_file":
         assert item.path is not None and item.content is not None
@@ -116,28 +123,28 @@ def _run_item(item: PlanItem, entry: Entry, project: Path, py: str | None, echo:
         step.update(ok=True, returncode=0, wrote=item.path)
         entry.data["steps"].append(step)
         entry.save()
-        return
-    assert item.argv is not None and py is not None
-    _back_up_dists(item, entry, py)
-    before = _snapshot(py)
+        return env
+    assert item.argv is not None and env is not None
+    _back_up_dists(item, entry, env)
     step["argv"] = item.argv
     entry.data["steps"].append(step)
     entry.save()  # the command is on record before it runs, so an interrupted run can be undone
     code, output = pyenv.run(item.argv, echo)
+    after = pyenv.query(env.python)
     step["log"], step["log_sha256"] = entry.add_log(output)
     step.update(returncode=code, ok=code == 0, elapsed_s=round(time.time() - step.pop("started"), 2),
-                changes=_changes(before, _snapshot(py)))
+                changes=_changes(_dists(env), _dists(after)))
     entry.save()
     if code != 0:
         raise StepFailed(item, code, output)
+    return after
 
 
-def _back_up_dists(item: PlanItem, entry: Entry, py: str) -> None:
+def _back_up_dists(item: PlanItem, entry: Entry, env: pyenv.PyEnv) -> None:
     """Repack each installed distribution this step may replace or remove, once, in its state before the run."""
     names = list(item.backup)
     if item.op in ("pip_install", "reinstall_torch"):
         names += _would_install(item.argv or [])
-    env = pyenv.query(py)
     saved = {w["name"] for w in entry.data["wheels"]}
     for name in dict.fromkeys(names):
         dist = env.dists.get(name)

@@ -3,8 +3,8 @@
 `pip install name==old` after a fix is not an undo: the old build may have come from another index (torch
 +cu128), from a local build (flash-attn), or the machine may be offline. Before a fix replaces or removes a
 distribution we zip its installed files, listed by its RECORD, back into a wheel in the journal. The files pip
-writes at install time (INSTALLER, REQUESTED, direct_url.json) are kept aside and written back after the
-reinstall, so `pip freeze` prints the same line as before, editable installs included.
+writes at install time (INSTALLER, REQUESTED, direct_url.json, RECORD) are kept aside and written back after the
+reinstall, so the dist-info is byte-identical and `pip freeze` prints the same line, editable installs included.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class Packed:
     """A repacked wheel and what the installer had written next to it."""
 
     path: Path
-    extras: dict[str, str]  # INSTALL_FILES that existed -> their text
+    extras: dict[str, str]  # INSTALL_FILES and RECORD as installed -> their bytes, base64
 
 
 def _record_hash(data: bytes) -> str:
@@ -117,33 +117,20 @@ def repack(dist: Dist, prefix: str, out_dir: Path) -> Packed | None:
         writer.writerow([rec_name, "", ""])
         zf.writestr(zipfile.ZipInfo(rec_name, date_time=(1980, 1, 1, 0, 0, 0)), record.getvalue())
     tmp.replace(target)
-    extras = {n: (info / n).read_text(errors="replace") for n in INSTALL_FILES if (info / n).exists()}
+    extras = {n: base64.b64encode((info / n).read_bytes()).decode() for n in (*INSTALL_FILES, "RECORD")
+              if (info / n).exists()}
     return Packed(target, extras)
 
 
 def restore_install_files(dist: Dist, extras: dict[str, str]) -> None:
-    """After reinstalling from a repacked wheel, put INSTALLER/REQUESTED/direct_url.json back as they were and
-    make RECORD list them as they now are."""
+    """After reinstalling from a repacked wheel, put back the installer's files and the RECORD exactly as they
+    were: the reinstalled files are the same bytes, so the old RECORD describes them (pip's bytecode included)."""
     if dist.dist_info is None:
         return
     info = Path(dist.dist_info)
-    for name in INSTALL_FILES:
+    for name in (*INSTALL_FILES, "RECORD"):
         path = info / name
         if name in extras:
-            path.write_text(extras[name])
-        elif path.exists():
+            path.write_bytes(base64.b64decode(extras[name]))
+        elif path.exists() and name != "RECORD":
             path.unlink()
-    record = info / "RECORD"
-    if not record.exists():
-        return
-    site = Path(dist.site)
-    rows = [row for row in csv.reader(record.read_text().splitlines()) if row]
-    keep = [row for row in rows if not (Path(os.path.normpath(site / row[0])).parent == info
-                                        and Path(row[0]).name in INSTALL_FILES)]
-    for name in INSTALL_FILES:
-        if name in extras:
-            data = (info / name).read_bytes()
-            keep.append([(info / name).relative_to(site).as_posix(), _record_hash(data), str(len(data))])
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(keep)
-    record.write_text(out.getvalue())
