@@ -213,7 +213,8 @@ def sandbox_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pip_dir: Pa
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     (next(venv.glob("lib/python*/site-packages")) / "_shared_pip.pth").write_text(f"{pip_dir}\n")
-    monkeypatch.setenv("VIRTUAL_ENV", str(venv))
+    monkeypatch.setenv("VIRTUAL_ENV", str(venv))  # as if activated, and olmo-doctor running from it:
+    monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
     project = tmp_path / "project"
     project.mkdir()
     monkeypatch.chdir(project)

@@ -130,6 +130,12 @@ def test_unknown_fact_blocks_the_fix_instead_of_writing_it() -> None:
     assert [i.status for i in p.items] == ["blocked"] and not p.to_run
 
 
+def test_another_activated_venv_is_refused_not_guessed() -> None:
+    other = PyEnv(PY, "/proj/.venv", "/usr", "/s", "/s", "/b", {}, active_venv="/home/u/other-venv")
+    p = plan([finding("OD204", fix("safe", NINJA))], other, unsafe=True)
+    assert p.items[0].status == "needs_venv" and "the active venv is /home/u/other-venv" in p.items[0].reason
+
+
 def test_rebuild_is_blocked_without_build_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("olmo_doctor.fix.plan.build_kernels_available", lambda: False)
     p = plan([finding("OD240", fix("unsafe", {"op": "rebuild_kernel", "package": "flash-attn"}))], unsafe=True)

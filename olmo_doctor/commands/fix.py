@@ -163,11 +163,12 @@ def _fix(project: Path, *, apply: bool, unsafe: bool, only: list[str] | None, js
             render.print_apply(plan, None, None, console)
         return 1 if result.has_errors else 0
     if not json_out:
-        render.print_plan(plan, console, verbose)
+        render.print_plan(plan, console, verbose, applying=True)
         console.print()
     argv = ["olmo-doctor", "fix", "--apply", *(["--unsafe-fixes"] if unsafe else []),
             *(["--only", ",".join(only)] if only else []), "--project", str(project)]
-    entry = execute.apply_plan(plan, project, argv, echo=None if json_out else _echo(console))
+    entry = execute.apply_plan(plan, project, argv, echo=None if json_out else _echo(console),
+                               progress=None if json_out else lambda item: render.print_step(item, console))
     rc = None
     if entry.status == "applied":
         rc = recheck([f.code for f in result.findings], lambda: api.run_check().findings,

@@ -78,21 +78,28 @@ def preflight(plan: FixPlan, project: Path, journal: Journal) -> None:
                                f"--undo {entry_id}` first")
 
 
-def apply_plan(plan: FixPlan, project: Path, cli_argv: list[str], echo: Echo | None = None) -> Entry:
-    """Run every `apply` item of the plan; returns the journal entry (status applied, or rolled_back)."""
+def apply_plan(plan: FixPlan, project: Path, cli_argv: list[str], echo: Echo | None = None,
+               progress: Callable[[PlanItem], None] | None = None) -> Entry:
+    """Run every `apply` item of the plan; returns the journal entry (status applied, or rolled_back).
+    `echo` gets each output line of the commands, `progress` each item as it starts."""
     journal = Journal(project)
     preflight(plan, project, journal)
     py = plan.python if plan.env_kind else None
     with journal.lock():
         env = pyenv.query(py) if py else None
+        if env is None or not env.has_pip:
+            py = env = None  # nothing pip-related can run (the planner blocked it): record no freeze
+        freeze = pyenv.freeze(py) if py else None  # before the entry exists: a failure here leaves no trace
         entry = journal.create({
             "olmo_doctor_version": __version__, "project": str(project), "python": py, "argv": cli_argv,
             "plan": [i.to_json() for i in plan.to_run],
             "findings_before": [f["code"] for f in plan.findings],
-            "freeze_before": pyenv.freeze(py) if py else None, "dists_before": _dists(env) if env else None,
+            "freeze_before": freeze, "dists_before": _dists(env) if env else None,
         })
         try:
             for item in plan.to_run:
+                if progress is not None:
+                    progress(item)
                 env = _run_item(item, entry, project, env, echo)
         except (StepFailed, OSError, KeyboardInterrupt) as e:
             entry.data["error"] = str(e)

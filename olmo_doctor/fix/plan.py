@@ -278,6 +278,14 @@ def _refine(item: PlanItem, action: Action, env: PyEnv | None, from_report: str 
     if done := _satisfied(action, env):
         item.status, item.reason = "done", done
         return
+    if env.foreign_venv:
+        item.status = "needs_venv"
+        item.reason = (f"the active venv is {env.active_venv}, but olmo-doctor runs in {env.prefix}; run the "
+                       f"olmo-doctor installed in {env.active_venv} (or deactivate it)")
+        return
+    if not env.has_pip:
+        item.status, item.reason = "blocked", f"there is no pip in {env.prefix} (python -m ensurepip adds it)"
+        return
     if not env.isolated:
         # pip into the system Python is unsafe whatever the rule says: it changes more than this project
         item.applicability = "unsafe"
@@ -295,7 +303,7 @@ def _env_items(entries: list[envfile.Entry], codes: list[str], titles: list[str]
     diff = [line for line in difflib.unified_diff(old_lines, new.splitlines(), lineterm="", n=0)
             if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     exports = sum(e.statement.startswith("export ") for e in envfile.parse(new).entries)
-    desc = f"write {envfile.ENV_FILE} ({exports} exports" + (
+    desc = f"write {envfile.ENV_FILE} ({exports} export{'' if exports == 1 else 's'}" + (
         ", limits)" if any(e.key.startswith("ulimit:") for e in envfile.parse(new).entries) else ")")
     item = PlanItem("env_file", "write_env_file", list(dict.fromkeys(codes)), "; ".join(dict.fromkeys(titles)),
                     "safe", "apply" if new != text else "done", desc, path=envfile.ENV_FILE, content=new, diff=diff)

@@ -1,9 +1,10 @@
 """The Python environment that fixes change: which interpreter, whether it is isolated, what it has, and pip.
 
-The target is the active virtual environment ($VIRTUAL_ENV, else the interpreter running olmo-doctor). Every pip
-call is an argv list `[python, "-m", "pip", ...]` run without a shell, so pip installs into exactly that
-interpreter's environment. What is installed is read by a tiny script in the target interpreter (importlib
-metadata), which is faster than pip and also works when the target is not the interpreter running this code.
+The target is the environment of the interpreter running olmo-doctor (the one `check` probed); when another venv
+is activated, pip fixes are refused rather than guessed. Every pip call is an argv list `[python, "-m", "pip",
+...]` run without a shell, so pip installs into exactly that interpreter's environment. What is installed is read
+by a tiny script run by the target interpreter (importlib.metadata): faster than pip, and the same code path
+whichever interpreter runs olmo-doctor.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from olmo_doctor.errors import UsageError
 _QUERY = r"""
 import json, os, re, sys, sysconfig
 from importlib import metadata
-out = {"prefix": sys.prefix, "base_prefix": sys.base_prefix, "executable": sys.executable,
+from importlib.util import find_spec
+out = {"prefix": sys.prefix, "base_prefix": sys.base_prefix, "has_pip": find_spec("pip") is not None,
        "purelib": sysconfig.get_path("purelib"), "platlib": sysconfig.get_path("platlib"),
        "scripts": sysconfig.get_path("scripts"), "dists": {}}
 for dist in metadata.distributions():
@@ -58,6 +60,8 @@ class PyEnv:
     platlib: str
     scripts: str
     dists: dict[str, Dist]  # canonical name -> Dist
+    has_pip: bool = True
+    active_venv: str | None = None  # $VIRTUAL_ENV when the query ran
 
     @property
     def kind(self) -> str:
@@ -73,18 +77,18 @@ class PyEnv:
     def isolated(self) -> bool:
         return self.kind != "system"
 
+    @property
+    def foreign_venv(self) -> bool:
+        """Is another venv activated than the one olmo-doctor runs in? Its facts would describe the wrong one."""
+        return self.active_venv is not None and os.path.realpath(self.active_venv) != os.path.realpath(self.prefix)
+
     def version(self, name: str) -> str | None:
         dist = self.dists.get(name)
         return dist.version if dist else None
 
 
 def target_python() -> str:
-    """The interpreter fixes apply to: the activated venv's python, else the one running olmo-doctor."""
-    venv = os.environ.get("VIRTUAL_ENV")
-    if venv:
-        candidate = Path(venv) / "bin" / "python"
-        if candidate.exists():
-            return str(candidate)
+    """The interpreter fixes apply to: the one running olmo-doctor, whose environment the check probed."""
     return sys.executable
 
 
@@ -100,8 +104,7 @@ def query(python: str) -> PyEnv:
         raise UsageError(f"the Python at {python} failed to list its packages: {last}")
     data = json.loads(proc.stdout)
     dists = {k: Dist(**v) for k, v in data.pop("dists").items()}
-    data.pop("executable")
-    return PyEnv(python=python, dists=dists, **data)
+    return PyEnv(python=python, dists=dists, active_venv=os.environ.get("VIRTUAL_ENV") or None, **data)
 
 
 def _clean_env() -> dict[str, str]:

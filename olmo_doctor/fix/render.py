@@ -27,12 +27,12 @@ def _boilerplate(line: str) -> bool:
     return line in (BEGIN, END, *HEADER) or line.startswith("#")
 
 
-def _item(console: Console, item: PlanItem, verbose: bool) -> None:
+def _item(console: Console, item: PlanItem, verbose: bool, width: int) -> None:
     grade = GRADE.get(item.applicability, item.applicability)
     codes = ", ".join(item.codes)
     note = STATUS_NOTE.get(item.status, "")
-    console.print(f" {grade} [bold]{codes:<10}[/] {escape(item.description)} {note}", overflow="fold")
-    pad = "                    "
+    console.print(f" {grade} [bold]{codes:<{width}}[/] {escape(item.description)} {note}", overflow="fold")
+    pad = " " * (width + 9)
     if item.reason and item.status != "apply":
         console.print(f"{pad}[dim]{escape(item.reason)}[/]", overflow="fold")
     if item.status in ("apply", "needs_unsafe", "needs_venv"):
@@ -49,20 +49,26 @@ def _item(console: Console, item: PlanItem, verbose: bool) -> None:
             console.print(f"{pad}[cyan]$ {escape(cmd)}[/]", overflow="fold")
 
 
-def print_plan(plan: FixPlan, console: Console, verbose: bool = False) -> None:
+def print_plan(plan: FixPlan, console: Console, verbose: bool = False, applying: bool = False) -> None:
     where = f"report {plan.from_report}" if plan.from_report else plan.project
     env = f" ({plan.env_kind})" if plan.env_kind else ""
-    console.print(f"[bold]olmo-doctor fix[/] · dry run · {escape(where)} · python {escape(str(plan.python))}{env}")
+    mode = "applying" if applying else "dry run"
+    python = "" if plan.from_report else f" · python {escape(str(plan.python))}{env}"
+    console.print(f"[bold]olmo-doctor fix[/] · {mode} · {escape(where)}{python}")
     if not plan.items:
         console.print("\n[green]✓ Nothing to fix:[/] no finding carries a fix, and there is no environment to "
                       "write.")
         return
     console.print()
+    width = max(10, *(len(", ".join(i.codes)) for i in plan.items))
     for item in plan.items:
-        _item(console, item, verbose)
+        _item(console, item, verbose, width)
+    if applying:
+        return
     console.print()
     run, held = plan.count("apply"), plan.count("needs_unsafe")
-    parts = [f"{run} fix(es) would run with --apply" if run else "nothing left to apply"]
+    there = " there" if plan.from_report else ""
+    parts = [f"{run} fix(es) would run{there} with --apply" if run else "nothing left to apply"]
     if held:
         parts.append(f"{held} more with --unsafe-fixes")
     if plan.count("manual"):
@@ -76,6 +82,21 @@ def print_plan(plan: FixPlan, console: Console, verbose: bool = False) -> None:
                       "[bold]olmo-doctor fix --undo[/] reverts it.")
 
 
+def why_left(plan: FixPlan, codes: list[str]) -> str:
+    """For findings still present: what kept their fix from running."""
+    reason = {"needs_unsafe": "needs --unsafe-fixes", "needs_venv": "needs a venv", "manual": "manual",
+              "blocked": "blocked", "done": "applied; source the env file", "apply": "applied"}
+    out = []
+    for code in codes:
+        states = [i.status for i in plan.items if code in i.codes]
+        out.append(f"{code} ({reason.get(states[0], states[0]) if states else 'no automatic fix'})")
+    return ", ".join(out)
+
+
+def print_step(item: PlanItem, console: Console) -> None:
+    console.print(f"[bold]→ {', '.join(item.codes)}[/] {escape(item.description)}", overflow="fold")
+
+
 def print_apply(plan: FixPlan, entry: Entry | None, rc: Recheck | None, console: Console) -> None:
     if entry is None:
         console.print("[green]✓ Nothing to apply.[/] " + (
@@ -84,7 +105,8 @@ def print_apply(plan: FixPlan, entry: Entry | None, rc: Recheck | None, console:
                if plan.count("needs_unsafe") else ""))
         return
     data = entry.data
-    console.print(f"[bold]olmo-doctor fix --apply[/] · journal {entry.id} ({escape(str(entry.folder))})")
+    console.print(f"\n[bold]Applied[/] · journal {entry.id} ({escape(str(entry.folder))})" if data["status"] ==
+                  "applied" else f"\n[bold red]Failed[/] · journal {entry.id} ({escape(str(entry.folder))})")
     by_id = {s["item"]: s for s in data["steps"]}
     for item in plan.to_run:
         step = by_id.get(item.id)
@@ -93,7 +115,7 @@ def print_apply(plan: FixPlan, entry: Entry | None, rc: Recheck | None, console:
             continue
         mark = "[green]✓[/]" if step.get("ok") else "[red]✗[/]"
         changes = ", ".join(step.get("changes") or [])
-        console.print(f" {mark} {', '.join(item.codes):<10} {escape(item.description)}"
+        console.print(f" {mark} {', '.join(item.codes)}  {escape(item.description)}"
                       + (f"  [dim]{escape(changes)}[/]" if changes else ""), overflow="fold")
     if data["status"] != "applied":
         console.print(f"\n[red]✗ {escape(str(data.get('error', 'failed')))}[/]", overflow="fold")
@@ -108,7 +130,7 @@ def print_apply(plan: FixPlan, entry: Entry | None, rc: Recheck | None, console:
             i.op == "write_env_file" for i in plan.to_run) else "") + ": "
         line += f"[green]fixed {', '.join(rc.gone)}[/]" if rc.gone else "no finding went away"
         if rc.remaining:
-            line += f"; still present: {', '.join(rc.remaining)}"
+            line += f"; still present: {escape(why_left(plan, rc.remaining))}"
         if rc.new:
             line += f"; [yellow]new: {', '.join(rc.new)}[/]"
         console.print("\n" + line + ".")
