@@ -151,3 +151,35 @@ def low_nofile() -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_interrupted_run_is_refused_then_undone(sandbox: Sandbox) -> None:
+    """Ctrl-C in the last step rolls the run back. A run killed mid-way (simulated: rollback disabled, as after
+    kill -9) leaves an in_progress entry: --apply refuses until --undo has put everything back."""
+    from olmo_doctor.fix import execute, pyenv
+
+    sandbox.state["test.want_missing"] = True
+    before, freeze = sandbox.tree(), sandbox.freeze()
+    real_run = pyenv.run
+
+    def dies_on_missing(argv: list[str], echo: object = None) -> tuple[int, str]:
+        if "missing-pkg==1.0" in argv and "--dry-run" not in argv:
+            raise KeyboardInterrupt
+        return real_run(argv, echo)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:  # Ctrl-C: the run rolls itself back, then stops
+        mp.setattr(pyenv, "run", dies_on_missing)
+        assert cli("fix", "--apply", "--only", "OD901,OD902,OD910")[0] != 0
+    assert sandbox.tree() == before and sandbox.freeze() == freeze
+    [entry] = (sandbox.project / ".olmo-doctor" / "journal").glob("0*")
+    assert json.loads((entry / "manifest.json").read_text())["entry"]["status"] == "rolled_back"
+    with pytest.MonkeyPatch.context() as mp:  # killed: nothing gets to roll back
+        mp.setattr(pyenv, "run", dies_on_missing)
+        mp.setattr(execute, "_restore", lambda *a, **k: None)
+        code, _ = cli("fix", "--apply", "--only", "OD901,OD902,OD910")  # click turns Ctrl-C into "Aborted!"
+    assert code != 0
+    assert (sandbox.project / ENV_FILE).exists() and "tinypkg==1.0" in sandbox.freeze()
+    code, line = cli("fix", "--apply")
+    assert code == 2 and "did not finish" in line
+    assert cli("fix", "--undo")[0] == 0
+    assert sandbox.tree() == before and sandbox.freeze() == freeze

@@ -101,11 +101,16 @@ def apply_plan(plan: FixPlan, project: Path, cli_argv: list[str], echo: Echo | N
                 if progress is not None:
                     progress(item)
                 env = _run_item(item, entry, project, env, echo)
-        except (StepFailed, OSError, KeyboardInterrupt) as e:
-            entry.data["error"] = str(e)
+        except BaseException as e:  # a failed step, a full disk, Ctrl-C: put back what this run did
+            entry.data["error"] = str(e) or type(e).__name__
             entry.save()
-            _restore(entry, project, echo, phase="rollback")
-            if isinstance(e, KeyboardInterrupt):
+            try:
+                _restore(entry, project, echo, phase="rollback")
+            except Exception as again:
+                entry.data["status"] = "rollback_incomplete"
+                entry.data["rollback_problems"] = [f"rollback stopped: {again}"]
+                entry.save()
+            if not isinstance(e, (StepFailed, OSError)):
                 raise
             return entry
         if py and env:

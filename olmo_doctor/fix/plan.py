@@ -102,6 +102,8 @@ def _allowed(fix: Fix, unsafe: bool) -> bool:
 def _ulimit_comment(action: Ulimit, facts: dict[str, Any]) -> tuple[Ulimit, str]:
     """Cap a numeric target at the hard limit (raising that needs root) and say what 'hard' means here."""
     hard = facts.get(f"ulimit.{action.resource}.hard")
+    if isinstance(hard, int) and hard != -1 and action.resource == "memlock":
+        hard //= 1024  # the fact is in bytes, `ulimit -l` counts KiB
     if action.value == "hard":
         return action, f" (hard limit now {'unlimited' if hard == -1 else hard})" if isinstance(hard, int) else ""
     if isinstance(hard, int) and hard != -1 and int(action.value) > hard:

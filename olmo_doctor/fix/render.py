@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -135,7 +136,8 @@ def print_apply(plan: FixPlan, entry: Entry | None, rc: Recheck | None, console:
             line += f"; [yellow]new: {', '.join(rc.new)}[/]"
         console.print("\n" + line + ".")
     if any(i.op == "write_env_file" for i in plan.to_run):
-        console.print(f"Next: [bold]source {ENV_FILE}[/] in each shell that builds or trains.")
+        path = ENV_FILE if Path(plan.project) == Path.cwd().resolve() else str(Path(plan.project) / ENV_FILE)
+        console.print(f"Next: [bold]source {escape(path)}[/] in each shell that builds or trains.")
     console.print(f"Undo: [bold]olmo-doctor fix --undo {entry.id}[/]")
 
 
