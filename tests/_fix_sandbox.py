@@ -28,6 +28,7 @@ from olmo_doctor.api import CheckResult
 from olmo_doctor.cli import app
 from olmo_doctor.envplan import EnvVar
 from olmo_doctor.errors import UsageError
+from olmo_doctor.facts import Facts, FactValue
 from olmo_doctor.fix import pyenv
 from olmo_doctor.rules.engine import run_rules
 from olmo_doctor.rules.model import load_rules
@@ -114,7 +115,7 @@ class Sandbox:
     project: Path
     wheels: Path
     rules: Path
-    state: dict[str, object] = field(default_factory=dict)  # extra facts a test sets (test.manual, ...)
+    state: dict[str, FactValue] = field(default_factory=dict)  # extra facts a test sets (test.manual, ...)
     recommended: dict[str, EnvVar] = field(default_factory=dict)
 
     @property
@@ -132,7 +133,7 @@ class Sandbox:
         make_wheel(self.wheels, name, version, script)
         self.pip("install", "--no-deps", f"{name}=={version}")
 
-    def facts(self) -> dict[str, object]:
+    def facts(self) -> Facts:
         dists = pyenv.query(self.python).dists
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         return {
@@ -148,7 +149,7 @@ class Sandbox:
     def check(self, **_: object) -> CheckResult:
         facts = self.facts()
         findings = run_rules(facts, rules=load_rules(self.rules))
-        return CheckResult(facts, findings, dict(self.recommended))  # type: ignore[arg-type]
+        return CheckResult(facts, findings, dict(self.recommended))
 
     def tree(self) -> dict[str, bytes]:
         """Every file of the project and the venv's site-packages with its bytes (bytecode left out)."""

@@ -29,7 +29,8 @@ def test_each_op_parses_to_its_type() -> None:
     assert parse_action({"op": "env_set", "name": "CUDA_HOME", "value": "/usr/local/cuda"}, "OD1") == EnvSet(
         "CUDA_HOME", "/usr/local/cuda")
     assert parse_action({"op": "ulimit", "resource": "nofile", "value": 65536}, "OD1") == Ulimit("nofile", "65536")
-    assert parse_action({"op": "pip_install", "requirement": "setuptools<82"}, "x").package == "setuptools"
+    pip = parse_action({"op": "pip_install", "requirement": "setuptools<82"}, "x")
+    assert isinstance(pip, PipInstall) and pip.package == "setuptools"
     assert parse_action({"op": "pip_uninstall", "package": "ai2-olmo"}, "x") == PipUninstall("ai2-olmo")
     assert parse_action({"op": "rebuild_kernel", "package": "xformers"}, "x") == RebuildKernel("xformers")
     torch = parse_action({"op": "reinstall_torch", "index": "cu128"}, "x")

@@ -57,7 +57,7 @@ def test_grades_decide_what_runs() -> None:
     with_unsafe = plan(fs, env(torch="2.11.0+cu130"), unsafe=True)
     torch = next(i for i in with_unsafe.to_run if i.op == "reinstall_torch")
     # the same release for the other index; a bare torch==2.11.0 would count +cu130 as satisfying it
-    assert torch.argv[-3:] == ["torch==2.11.0+cu128", "--index-url", "https://download.pytorch.org/whl/cu128"]
+    assert torch.argv is not None and torch.argv[-3:] == ["torch==2.11.0+cu128", "--index-url", "https://download.pytorch.org/whl/cu128"]
 
 
 def test_first_allowed_fix_wins_and_others_are_alternatives() -> None:
@@ -149,4 +149,4 @@ def test_rebuild_is_blocked_without_build_kernels(monkeypatch: pytest.MonkeyPatc
 def test_report_plans_use_the_reported_python() -> None:
     p = make_plan([finding("OD204", fix("safe", NINJA))], {}, {"python.executable": "/home/u/venv/bin/python"},
                   project="/proj", env=None, env_text=None, from_report="collect_env.txt")
-    assert p.to_run[0].argv[0] == "/home/u/venv/bin/python" and "on that machine" in p.to_run[0].reason
+    assert (p.to_run[0].argv or [])[0] == "/home/u/venv/bin/python" and "on that machine" in p.to_run[0].reason

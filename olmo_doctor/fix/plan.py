@@ -174,6 +174,99 @@ def build_kernels_available() -> bool:
     return find_spec("olmo_doctor.build") is not None
 
 
+class _Planner:
+    """Collects plan items finding by finding; `plan()` assembles them in run order."""
+
+    def __init__(self, facts: dict[str, Any], env: PyEnv | None, py: str, unsafe: bool, from_report: str | None):
+        self.facts, self.env, self.py, self.unsafe, self.from_report = facts, env, py, unsafe, from_report
+        self.items: list[PlanItem] = []  # items that do not run (held back, manual, blocked, alternatives)
+        self.pip: dict[str, PlanItem] = {}  # pip/build items that run, by id: two findings, one command
+        self.env_entries: list[envfile.Entry] = []
+        self.env_codes: list[str] = []
+        self.env_titles: list[str] = []
+        self.env_grade = "safe"
+
+    def recommended(self, recommended: dict[str, Any]) -> None:
+        for name, var in recommended.items():
+            self.env_entries.append(envfile.Entry(name, envfile.statement(EnvSet(name, var.value)),
+                                                  f"{name}: {var.reason}"))
+        if recommended:
+            self.env_codes.append(ENV_CODE)
+            self.env_titles.append("recommended build environment")
+
+    def finding(self, finding: Finding) -> None:
+        chosen = next((f for f in finding.fixes if _allowed(f, self.unsafe)), None)
+        for fix in finding.fixes:
+            code = finding.code
+            if not fix.automatic:
+                self.items.append(PlanItem(f"manual:{code}:{fix.title}", "manual", [code], fix.title, "manual",
+                                           "manual", fix.title, commands=list(fix.commands)))
+                continue
+            try:
+                actions = _checked_actions(fix, f"{code} fix '{fix.title}'")
+            except ActionUnresolved as e:
+                self.items.append(PlanItem(f"blocked:{code}:{fix.title}", "blocked", [code], fix.title,
+                                           fix.applicability, "blocked", fix.title, reason=str(e),
+                                           commands=list(fix.commands)))
+                continue
+            status = "apply" if fix is chosen else "needs_unsafe" if not _allowed(fix, self.unsafe) else "alternative"
+            for action in actions:
+                if status != "apply":  # listed with what it would run, so the user can judge it
+                    op, key, argv = "write_env_file", action.describe(), None
+                    if not isinstance(action, ENV_ACTIONS):
+                        op, key, argv, _ = _pip_item(action, self.py, self.env)
+                    self.items.append(PlanItem(f"{status}:{code}:{key}", op, [code], fix.title, fix.applicability,
+                                               status, action.describe(), reason=_why_not(status), argv=argv,
+                                               commands=list(fix.commands)))
+                elif isinstance(action, ENV_ACTIONS):
+                    self._env(code, fix, action)
+                else:
+                    self._pip(code, fix, action)
+
+    def _env(self, code: str, fix: Fix, action: Any) -> None:
+        note = ""
+        if isinstance(action, Ulimit):
+            action, note = _ulimit_comment(action, self.facts)
+        self.env_entries.append(envfile.entry(action, f"{code} {fix.title}{note}"))
+        self.env_codes.append(code)
+        self.env_titles.append(fix.title)
+        if fix.applicability == "unsafe":
+            self.env_grade = "unsafe"
+
+    def _pip(self, code: str, fix: Fix, action: Action) -> None:
+        op, key, argv, backup = _pip_item(action, self.py, self.env)
+        if key in self.pip:
+            self.pip[key].codes.append(code)
+            return
+        item = PlanItem(key, op, [code], fix.title, fix.applicability, "apply", action.describe(), argv=argv,
+                        commands=list(fix.commands), backup=backup)
+        _refine(item, action, self.env, self.from_report, self.unsafe)
+        self.pip[key] = item
+
+    def plan(self, env_text: str | None) -> list[PlanItem]:
+        items = _env_items(self.env_entries, self.env_codes, self.env_titles, env_text, self.env_grade)
+        items += [*self.pip.values(), *self.items]
+        # what runs first, in run order (env file, uninstalls, installs, torch, kernels), then what does not
+        items.sort(key=lambda i: (STATUSES.index(i.status) if i.status != "done" else 0,
+                                  OP_ORDER.get(i.op, 9), i.codes[0] if i.codes else ""))
+        return items
+
+
+def _checked_actions(fix: Fix, where: str) -> list[Action]:
+    """The fix's typed actions; UsageError naming the rule when one is invalid or graded too leniently."""
+    try:
+        actions = parse_actions(fix.action, where)
+        for action in actions:
+            if fix.applicability == "safe" and touches_compiled(action):
+                raise ActionError(f"{where}: {action.op} replaces torch or a compiled kernel, so the fix must be "
+                                  "graded 'unsafe'")
+    except ActionUnresolved:
+        raise
+    except ActionError as e:
+        raise UsageError(f"rule {e}") from None
+    return actions
+
+
 def make_plan(
     findings: Iterable[Finding],
     recommended: dict[str, Any],
@@ -187,79 +280,21 @@ def make_plan(
     python: str | None = None,
     from_report: str | None = None,
 ) -> FixPlan:
-    """Everything `fix --apply` would do for these findings. Raises UsageError when a rule's action is invalid."""
+    """Everything `fix --apply` would do for these findings. Raises UsageError when a rule's action is invalid.
+
+    `recommended` is envplan.recommend's output (name -> EnvVar), `env` the target environment (None when planning
+    for a report), `env_text` the current .olmo-doctor/env.sh (None when absent), `only` rule codes and/or 'env'."""
     selected = {c.strip().upper() for c in only} if only is not None else None
     py = env.python if env else (python or str(facts.get("python.executable") or "python"))
-    items: list[PlanItem] = []
-    env_entries: list[envfile.Entry] = []
-    env_codes: list[str] = []
-    env_titles: list[str] = []
-    pip_items: dict[str, PlanItem] = {}
-    used: list[dict[str, str]] = []
-    findings = list(findings)
+    planner = _Planner(facts, env, py, unsafe, from_report)
     if selected is None or ENV_CODE.upper() in selected:
-        for name, var in recommended.items():
-            env_entries.append(envfile.Entry(name, envfile.statement(EnvSet(name, var.value)),
-                                             f"{name}: {var.reason}"))
-        if recommended:
-            env_codes.append(ENV_CODE)
-            env_titles.append("recommended build environment")
+        planner.recommended(recommended)
+    used = []
     for finding in findings:
-        if selected is not None and finding.code not in selected:
-            continue
-        used.append({"code": finding.code, "severity": finding.severity, "title": finding.title})
-        chosen = next((f for f in finding.fixes if _allowed(f, unsafe)), None)
-        for fix in finding.fixes:
-            where = f"{finding.code} fix '{fix.title}'"
-            if not fix.automatic:
-                items.append(PlanItem(f"manual:{finding.code}:{fix.title}", "manual", [finding.code], fix.title,
-                                      "manual", "manual", fix.title, commands=list(fix.commands)))
-                continue
-            try:
-                actions = parse_actions(fix.action, where)
-                for action in actions:
-                    if fix.applicability == "safe" and touches_compiled(action):
-                        raise ActionError(f"{where}: {action.op} replaces torch or a compiled kernel, so the fix "
-                                          "must be graded 'unsafe'")
-            except ActionUnresolved as e:
-                items.append(PlanItem(f"blocked:{finding.code}:{fix.title}", "blocked", [finding.code], fix.title,
-                                      fix.applicability, "blocked", fix.title, reason=str(e),
-                                      commands=list(fix.commands)))
-                continue
-            except ActionError as e:
-                raise UsageError(f"rule {e}") from None
-            status = "apply" if fix is chosen else "needs_unsafe" if not _allowed(fix, unsafe) else "alternative"
-            for action in actions:
-                if isinstance(action, ENV_ACTIONS):
-                    if status != "apply":
-                        items.append(PlanItem(f"{status}:{finding.code}:{action.describe()}", "write_env_file",
-                                              [finding.code], fix.title, fix.applicability, status,
-                                              action.describe(), reason=_why_not(status), commands=fix.commands))
-                        continue
-                    note = ""
-                    if isinstance(action, Ulimit):
-                        action, note = _ulimit_comment(action, facts)
-                    env_entries.append(envfile.entry(action, f"{finding.code} {fix.title}{note}"))
-                    env_codes.append(finding.code)
-                    env_titles.append(fix.title)
-                    continue
-                op, key, argv, backup = _pip_item(action, py, env)
-                item = pip_items.get(key)
-                if item is not None and status == "apply":
-                    item.codes.append(finding.code)  # two findings, one command: run it once
-                    continue
-                item = PlanItem(key if status == "apply" else f"{status}:{finding.code}:{key}", op, [finding.code],
-                                fix.title, fix.applicability, status, action.describe(), reason=_why_not(status),
-                                argv=argv, commands=list(fix.commands), backup=backup)
-                if status == "apply":
-                    _refine(item, action, env, from_report, unsafe)
-                    pip_items[key] = item
-                else:
-                    items.append(item)
-    items = _env_items(env_entries, env_codes, env_titles, env_text) + list(pip_items.values()) + items
-    items.sort(key=lambda i: (STATUSES.index(i.status) if i.status != "done" else 0,
-                              OP_ORDER.get(i.op, 9), i.codes[0] if i.codes else ""))
-    return FixPlan(project, py, env.kind if env else None, unsafe, items, used,
+        if selected is None or finding.code in selected:
+            used.append({"code": finding.code, "severity": finding.severity, "title": finding.title})
+            planner.finding(finding)
+    return FixPlan(project, py, env.kind if env else None, unsafe, planner.plan(env_text), used,
                    sorted(selected) if selected is not None else None, from_report)
 
 
@@ -297,7 +332,8 @@ def _refine(item: PlanItem, action: Action, env: PyEnv | None, from_report: str 
             item.reason += "; activate your venv, or pass --unsafe-fixes to allow it"
 
 
-def _env_items(entries: list[envfile.Entry], codes: list[str], titles: list[str], text: str | None) -> list[PlanItem]:
+def _env_items(entries: list[envfile.Entry], codes: list[str], titles: list[str], text: str | None,
+               grade: str) -> list[PlanItem]:
     if not entries:
         return []
     new = envfile.updated(text, entries)
@@ -308,7 +344,7 @@ def _env_items(entries: list[envfile.Entry], codes: list[str], titles: list[str]
     desc = f"write {envfile.ENV_FILE} ({exports} export{'' if exports == 1 else 's'}" + (
         ", limits)" if any(e.key.startswith("ulimit:") for e in envfile.parse(new).entries) else ")")
     item = PlanItem("env_file", "write_env_file", list(dict.fromkeys(codes)), "; ".join(dict.fromkeys(titles)),
-                    "safe", "apply" if new != text else "done", desc, path=envfile.ENV_FILE, content=new, diff=diff)
+                    grade, "apply" if new != text else "done", desc, path=envfile.ENV_FILE, content=new, diff=diff)
     if item.status == "done":
         item.reason = f"{envfile.ENV_FILE} already has these lines (source it to use them)"
     return [item]
