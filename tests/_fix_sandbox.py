@@ -34,11 +34,13 @@ from olmo_doctor.rules.engine import run_rules
 from olmo_doctor.rules.model import load_rules
 
 
-def make_wheel(dest: Path, name: str, version: str, script: str | None = None) -> Path:
-    """A minimal pure-Python wheel: a module with its version, optionally a console script."""
+def make_wheel(dest: Path, name: str, version: str, script: str | None = None,
+               extra: dict[str, str] | None = None) -> Path:
+    """A minimal pure-Python wheel: a module with its version, optionally a console script and more files."""
     mod = name.replace("-", "_")
     dist = f"{re.sub(r'[-_.]+', '_', name)}-{version}"
     files = {
+        **(extra or {}),
         f"{mod}/__init__.py": f'__version__ = "{version}"\n\n\ndef main() -> None:\n    print(__version__)\n',
         f"{mod}/data.txt": f"{name} {version} payload\n" * 20,
         f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
@@ -129,8 +131,9 @@ class Sandbox:
     def freeze(self) -> list[str]:
         return pyenv.freeze(self.python)
 
-    def install(self, name: str, version: str, script: str | None = None) -> None:
-        make_wheel(self.wheels, name, version, script)
+    def install(self, name: str, version: str, script: str | None = None,
+                extra: dict[str, str] | None = None) -> None:
+        make_wheel(self.wheels, name, version, script, extra)
         self.pip("install", "--no-deps", f"{name}=={version}")
 
     def facts(self) -> Facts:

@@ -94,6 +94,32 @@ def test_reinstall_torch_is_unsafe_and_undone(sandbox: Sandbox) -> None:
     assert sandbox.freeze() == freeze and sandbox.tree() == before
 
 
+# Stands in for `python -m olmo_doctor build-kernels` inside the sandbox venv: "rebuilds" flash-attn by installing
+# another build of it, the way the real command installs the wheel it compiled.
+FAKE_BUILD = """import subprocess, sys
+assert sys.argv[1:] == ["build-kernels", "--package", "flash-attn"], sys.argv
+subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--force-reinstall",
+                "flash-attn==2.8.3+rebuilt"], check=True)
+"""
+
+
+def test_rebuild_kernel_applied_and_undone(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("olmo_doctor.fix.plan.build_kernels_available", lambda: True)
+    sandbox.install("fake-build", "1.0", extra={"olmo_doctor/__init__.py": "", "olmo_doctor/__main__.py": FAKE_BUILD})
+    sandbox.install("flash-attn", "2.8.3")
+    make_wheel(sandbox.wheels, "flash-attn", "2.8.3+rebuilt")
+    sandbox.state["test.rebuild"] = True
+    before, freeze = sandbox.tree(), sandbox.freeze()
+    data = apply_json("--only", "OD909", "--unsafe-fixes")
+    assert data["status"] == "applied", data.get("error")
+    assert data["steps"][0]["argv"][-4:] == ["olmo_doctor", "build-kernels", "--package", "flash-attn"]
+    assert data["steps"][0]["changes"] == ["flash-attn 2.8.3 -> 2.8.3+rebuilt"]
+    shutil.rmtree(sandbox.wheels)  # the old build exists only in the journal now
+    sandbox.wheels.mkdir()
+    assert cli("fix", "--undo")[0] == 0
+    assert sandbox.freeze() == freeze and sandbox.tree() == before
+
+
 def test_rebuild_kernel_waits_for_build_kernels(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("olmo_doctor.fix.plan.build_kernels_available", lambda: False)
     sandbox.state["test.rebuild"] = True
