@@ -36,7 +36,7 @@ FACT_KEYS: dict[str, str] = {
     "cuda.home_nvcc_version": "release of the nvcc inside cuda.home, when it exists",
     "cuda.home_has_headers": "whether cuda.home/include/cuda_runtime.h exists (torch compiles against it)",
     "nvcc.on_path_version": "release of the nvcc on PATH when it is another binary than nvcc.path",
-    "cuda.toolkit_root": "root of the toolkit the nvcc really runs from (through symlinks and wrapper scripts) "
+    "cuda.toolkit_root": "root of the toolkit nvcc really runs from (through symlinks and wrapper scripts) "
     "when it has include/cuda_runtime.h, else null",
     "cudnn.version": "system cuDNN version found by the loader cache, if any",
     # Host toolchain and C libraries

@@ -253,7 +253,7 @@ def arch_list_covers(arch_list: object, cc: object) -> bool | None:
     return False
 
 
-# --- Rules helpers for TORCH_CUDA_ARCH_LIST, nvcc targets, libstdc++ and torch wheel indexes -------------------
+# --- Rule helpers: TORCH_CUDA_ARCH_LIST, nvcc targets, libstdc++ and torch wheel indexes ---
 
 # Named entries torch.utils.cpp_extension._get_cuda_arch_flags expands (pytorch torch/utils/cpp_extension.py,
 # read in shared research kernels_build.md §3.1). Only the names whose expansion was read are listed.
@@ -300,8 +300,8 @@ def _nvcc_can_build(nvcc_mm: tuple[int, int], sm: int, suffix: str) -> bool:
 def nvcc_arch_split(nvcc: object, arch_list: object) -> tuple[list[str], list[str]] | None:
     """Entries of an arch list (get_arch_list form) that this nvcc cannot build, split into (too new for it,
     dropped by it), as 'X.Y[a|f]' strings. Too new: introduced by a later toolkit. Dropped: older than every
-    target it has, or listed by an earlier toolkit (e.g. sm_70 on CUDA 13, sm_35 on CUDA 12). For nvcc older than
-    11.8 (not in the table) only sm_89 and newer are known to be too new (first shipped in 11.8)."""
+    target it has, or listed by an earlier toolkit (e.g. sm_70 on CUDA 13, sm_35 on CUDA 12). For nvcc older
+    than 11.8 (not in the table) only sm_89 and newer are known to be too new (first shipped in 11.8)."""
     mm = major_minor(nvcc)
     if mm is None or not isinstance(arch_list, list):
         return None
@@ -338,8 +338,9 @@ def archs_dropped_by_nvcc(nvcc: object, arch_list: object) -> list[str] | None:
 
 
 def glibcxx_for_gcc(gcc: object) -> str | None:
-    """Highest GLIBCXX_ symbol version that a GCC release's libstdc++ exports (GLIBCXX_FIRST_GCC above; libstdc++
-    ABI manual https://gcc.gnu.org/onlinedocs/libstdc++/manual/abi.html). Code compiled by that GCC may need it."""
+    """Highest GLIBCXX_ symbol version that a GCC release's libstdc++ exports (GLIBCXX_FIRST_GCC above;
+    libstdc++ ABI manual https://gcc.gnu.org/onlinedocs/libstdc++/manual/abi.html). Code compiled by that GCC
+    may need it."""
     mm = major_minor(gcc)
     if mm is None:
         return None
@@ -354,8 +355,8 @@ def glibcxx_for_gcc(gcc: object) -> str | None:
 # Wheel indexes of current torch releases (pytorch RELEASE.md support matrix: 2.11 ships cu126, cu128, cu130;
 # cu118 last in 2.7). A CUDA 12.x toolkit builds against any cu12x torch (only the major must match).
 def torch_index_for_cuda(cuda: object) -> str | None:
-    """The download.pytorch.org index ('cu130', 'cu128', 'cu126', 'cu118') whose torch matches a CUDA version's
-    major without exceeding it where possible; None for CUDA < 11."""
+    """The download.pytorch.org index ('cu130', 'cu128', 'cu126', 'cu118') whose torch matches a CUDA
+    version's major without exceeding it where possible; None for CUDA < 11."""
     mm = major_minor(cuda)
     if mm is None:
         return None
@@ -370,8 +371,8 @@ def torch_index_for_cuda(cuda: object) -> str | None:
 
 def torch_index_for_driver(driver: object) -> str | None:
     """The newest torch wheel index this Linux driver runs: the CUDA of the highest GA floor it meets
-    (DRIVER_FLOOR_LINUX), any cu12x from 525.60.13 and cu118 from 450.80.02 through minor-version compatibility
-    (DRIVER_FLOOR_MAJOR); None when it is older than that."""
+    (DRIVER_FLOOR_LINUX), any cu12x from 525.60.13 and cu118 from 450.80.02 through minor-version
+    compatibility (DRIVER_FLOOR_MAJOR); None when it is older than that."""
     v = parse_version(driver)
     if v is None:
         return None
