@@ -1,6 +1,5 @@
 """Parse raw tool captures: `env.txt` ("== section" blocks of nvidia-smi, nvcc, gcc, meminfo, ulimit, pip, env,
-df ...) and `torch.txt` (torch's own answers), as written by shared/bench/env_capture.sh and by `olmo-doctor
-verify --capture`."""
+df ...) and `torch.txt` (torch's own answers), as written by shared/bench/env_capture.sh."""
 
 from __future__ import annotations
 
