@@ -221,3 +221,5 @@ def test_glibcxx_and_torch_index_helpers() -> None:
     assert tables.torch_index_for_driver("535.104.05") == "cu126"  # 12.x minor-version compatibility
     assert tables.torch_index_for_driver("470.57.02") == "cu118"
     assert tables.torch_index_for_driver("410.48") is None
+    assert tables.last_nvcc_for_cc("7.0") == "12.9"  # CUDA 13.0 removed Volta
+    assert tables.last_nvcc_for_cc("3.7") == "11.8"  # CUDA 12.0 removed Kepler
