@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from olmo_doctor.diagnose.rank import Evidence, confidence, rank, to_diagnosis
+from olmo_doctor.diagnose.present import to_diagnosis
+from olmo_doctor.diagnose.rank import Evidence, confidence, rank
 from olmo_doctor.diagnose.reader import iter_chunks
 from olmo_doctor.diagnose.scan import Hit, Index, Scanner
 from olmo_doctor.facts import Facts, FactValue

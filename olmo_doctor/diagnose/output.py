@@ -91,8 +91,8 @@ def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> No
     for i, (finding, ev) in enumerate(logged):
         if i == 1:
             console.print("[bold]Other possible causes[/] (less likely):\n")
-        label = "Root cause" if i == 0 and ev.tier == 0 else "Likely cause" if i == 0 else f"{i + 1}."
-        head = (f"{MARK[finding.severity]} [bold]{label}: {finding.code}[/] {escape(finding.title)} "
+        label = "Root cause: " if i == 0 and ev.tier == 0 else "Likely cause: " if i == 0 else f"{i + 1}. "
+        head = (f"{MARK[finding.severity]} [bold]{label}{finding.code}[/] {escape(finding.title)} "
                 f"[dim](confidence {finding.confidence:.2f})[/]")
         console.print(head, overflow="fold")
         _quote(console, name, finding, ev)

@@ -21,32 +21,30 @@ use the signature's named groups, e.g. `{max_gcc}`), `boost_when`, `boost`, `whe
 from __future__ import annotations
 
 import math
-import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from olmo_doctor.diagnose.scan import Hit
 from olmo_doctor.facts import FactValue
-from olmo_doctor.findings import Finding, MatchedLine
-from olmo_doctor.rules.engine import fires, to_finding
-from olmo_doctor.rules.expr import Unknown, evaluate, fact_refs, truth
-from olmo_doctor.rules.model import Rule, causes
+from olmo_doctor.rules.engine import fires
+from olmo_doctor.rules.expr import fact_refs, truth
+from olmo_doctor.rules.model import Rule
 
 SYMPTOM_FACTOR = 0.3
 REPEAT_STEP, REPEAT_MAX = 0.1, 0.5
 CASCADE_BONUS = 0.75
 TIER_CAP = {0: 0.99, 1: 0.6, 2: 0.35, 3: 0.25}
-MAX_QUOTED = 8
-MAX_LINE_CHARS = 400
 
 
 @dataclass
 class Evidence:
-    rule: Rule
+    """Everything pointing at one cause: log lines (from any of its rules) and what the facts say."""
+
+    rule: Rule  # the rule that speaks for the cause in the report
+    rules: list[Rule] = field(default_factory=list)
     hits: list[Hit] = field(default_factory=list)
     score: float = 0.0
-    fact: bool | None = None  # the rule's condition on the facts: holds, fails, or unknown
+    fact: bool | None = None  # does some rule of this cause hold on the facts (True), none (False), unknown (None)
     tier: int = 3
 
     @property
@@ -81,41 +79,68 @@ def condition(rule: Rule, facts: Mapping[str, FactValue]) -> bool | None:
         return None
 
 
-def _score(ev: Evidence, facts: Mapping[str, FactValue]) -> None:
+def _log_score(hits: list[Hit]) -> float:
+    """Each line counts once (through its strongest signature); each signature adds its weight once, plus a
+    little for every further line it matched."""
+    per_line: dict[int, Hit] = {}
+    for h in hits:
+        if h.line not in per_line or h.ref.weight > per_line[h.line].ref.weight:
+            per_line[h.line] = h
     per_sig: dict[int, list[Hit]] = {}
-    for h in ev.hits:
+    for h in per_line.values():
         per_sig.setdefault(h.ref.key, []).append(h)
     score = 0.0
     for sig_hits in per_sig.values():
         ref = sig_hits[0].ref
         factor = SYMPTOM_FACTOR if ref.role == "symptom" else 1.0
-        lines = len({h.line for h in sig_hits})
-        score += factor * (ref.weight + min(REPEAT_MAX, REPEAT_STEP * (lines - 1)))
-    hints: dict[str, Any] = ev.rule.diagnose
-    ev.fact = condition(ev.rule, facts)
-    if ev.fact is True:
-        score += float(hints.get("when_boost", 1.5))
+        score += factor * (ref.weight + min(REPEAT_MAX, REPEAT_STEP * (len(sig_hits) - 1)))
+    return score
+
+
+def _judge(ev: Evidence, facts: Mapping[str, FactValue]) -> None:
+    """Score one cause and pick the rule that speaks for it."""
+    states = {rule.code: condition(rule, facts) for rule in ev.rules}
+    known = [v for v in states.values() if v is not None]
+    ev.fact = True if True in known else (False if known else None)
+    score = _log_score(ev.hits)
+    boosts = [float(r.diagnose.get("when_boost", 1.5)) for r in ev.rules if states[r.code] is True]
+    if boosts:
+        score += max(boosts)
     elif ev.fact is False:
-        score -= float(hints.get("when_penalty", 0.5))
-    if facts and isinstance(hints.get("boost_when"), str) and truth(hints["boost_when"], facts):
-        score += float(hints.get("boost", 1.0))
+        score -= max(float(r.diagnose.get("when_penalty", 0.5)) for r in ev.rules)
+    if facts:
+        extra = [float(r.diagnose.get("boost", 1.0)) for r in ev.rules
+                 if isinstance(r.diagnose.get("boost_when"), str) and truth(r.diagnose["boost_when"], facts)]
+        score += max(extra, default=0.0)
     has_cause = any(h.ref.role != "symptom" for h in ev.hits)
     ev.tier = 0 if has_cause else (1 if ev.hits and ev.fact else 2 if ev.hits else 3)
     ev.score = score
+    # the speaker: a rule whose own log lines show the cause, else one the facts confirm, else the best guess
+    own = {r.code: _log_score([h for h in ev.hits if h.ref.rule.code == r.code]) for r in ev.rules}
+    causal = {h.ref.rule.code for h in ev.hits if h.ref.role != "symptom"}
+    first = ev.rule.code
+    ev.rule = max(ev.rules, key=lambda r: (r.code in causal, states[r.code] is True, own[r.code], r.code == first))
 
 
 def rank(hits: list[Hit], rules: tuple[Rule, ...], facts: Mapping[str, FactValue] | None = None) -> list[Evidence]:
+    """Evidence per cause, root cause first."""
     facts = facts or {}
-    by_rule: dict[str, Evidence] = {}
+    by_cause: dict[str, Evidence] = {}
     for h in _owned(hits):
-        by_rule.setdefault(h.ref.rule.code, Evidence(h.ref.rule)).hits.append(h)
-    if facts:  # rules the facts alone support (no log line) come last, as context
-        for rule in rules:
-            if rule.code not in by_rule and rule.severity != "info" and condition(rule, facts) is True:
-                by_rule[rule.code] = Evidence(rule)
-    evidence = list(by_rule.values())
+        ev = by_cause.setdefault(h.ref.rule.cause, Evidence(h.ref.rule))
+        ev.hits.append(h)
+        if h.ref.rule not in ev.rules:
+            ev.rules.append(h.ref.rule)
+    for rule in rules:
+        ev_or_none = by_cause.get(rule.cause)
+        if ev_or_none is not None:
+            if rule not in ev_or_none.rules and (rule.when is not None or rule.check is not None):
+                ev_or_none.rules.append(rule)  # its condition may confirm the cause the log shows
+        elif facts and rule.severity != "info" and condition(rule, facts) is True:
+            by_cause[rule.cause] = Evidence(rule, [rule])  # context: the facts alone show it
+    evidence = list(by_cause.values())
     for ev in evidence:
-        _score(ev, facts)
+        _judge(ev, facts)
     causal = sorted((ev for ev in evidence if ev.tier == 0), key=lambda e: e.first_cause)
     for position, ev in enumerate(causal):
         ev.score += CASCADE_BONUS / (position + 1)
@@ -129,62 +154,3 @@ def confidence(evidence: list[Evidence]) -> list[float]:
         value = min(TIER_CAP[ev.tier], 1 - math.exp(-max(ev.score, 0.05) / 2.5))
         out.append(round(min(value, out[-1]) if out else value, 2))
     return out
-
-
-def _fields(template: str) -> list[str]:
-    return [f for _, f, _, _ in string.Formatter().parse(template) if f]
-
-
-def _placeholders(templates: list[str], facts: Mapping[str, FactValue], extra: dict[str, Any]) -> None:
-    """Unknown facts render as <fact.key> (something to fill in), not as the word 'unknown'."""
-    for template in templates:
-        for name in _fields(template.replace("gpu.*.", "gpu_star.")):
-            if name in extra:
-                continue
-            try:
-                evaluate(name, facts)
-            except Unknown:
-                extra[name] = f"<{name.replace('gpu_star.', 'gpu.N.')}>"
-            except Exception:  # a malformed field is the rule's problem; the engine renders it as it can
-                continue
-
-
-def to_diagnosis(ev: Evidence, facts: Mapping[str, FactValue], conf: float) -> Finding:
-    """A Finding for the report: titles suited to a log, the quoted lines, and the confidence."""
-    rule, hints = ev.rule, ev.rule.diagnose
-    extra: dict[str, Any] = {}
-    for h in sorted(ev.hits, key=lambda h: (h.ref.role == "symptom", h.line)):
-        m = h.ref.pattern.search(h.text)
-        if m:
-            for k, v in m.groupdict().items():
-                if v is not None:
-                    extra.setdefault(k, v)
-    title_t = str(hints["title"]) if ev.hits and hints.get("title") else rule.title
-    message_t = str(hints["message"]) if ev.hits and hints.get("message") else rule.message
-    templates = [title_t, message_t, *[f.title for f in rule.fixes], *[c for f in rule.fixes for c in f.commands]]
-    _placeholders(templates, facts, extra)
-    bound_rule = rule
-    if title_t is not rule.title or message_t is not rule.message:
-        from dataclasses import replace
-
-        bound_rule = replace(rule, title=title_t, message=message_t)
-    finding = to_finding(bound_rule, facts, extra)
-    meaning = causes().get(rule.cause, "")
-    if "<" in finding.title and not hints.get("title"):  # a check title about facts the log did not give
-        finding.title = meaning[:1].upper() + meaning[1:] if meaning else finding.title
-    if "<" in finding.message and not hints.get("message") and ev.hits:
-        finding.message = (meaning[:1].upper() + meaning[1:] + ".") if meaning else finding.message
-    seen: set[int] = set()
-    for h in sorted(ev.hits, key=lambda h: h.line):
-        if h.line in seen:
-            continue
-        seen.add(h.line)
-        finding.matched_lines.append(MatchedLine(h.line, _shorten(h.text)))
-    finding.matched_lines = finding.matched_lines[:MAX_QUOTED]
-    finding.confidence = conf
-    return finding
-
-
-def _shorten(text: str) -> str:
-    text = text.strip()
-    return text if len(text) <= MAX_LINE_CHARS else text[: MAX_LINE_CHARS - 1] + "…"

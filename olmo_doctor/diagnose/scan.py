@@ -205,25 +205,33 @@ class Scanner:
 
     def _try(self, ref: SigRef, text: str, start: int, line: int, joined: bool) -> Iterator[Hit]:
         raw = _line(text, start)
+        next_start = text.find("\n", start) + 1
+        pairs = []
         if not joined:
-            seg = _match(ref.pattern, raw) if (ref.key, line) not in self.seen else None
+            if (ref.key, line) in self.seen:
+                return
+            seg = _match(ref.pattern, raw)
             if seg is not None:
                 self.seen.add((ref.key, line))
                 yield Hit(ref, line, seg, line)
-            return
-        # the required text is not on this line alone: a message wrapped onto two lines?
-        prev_start = text.rfind("\n", 0, max(start - 1, 0)) + 1 if start > 0 else -1
-        next_start = text.find("\n", start) + 1
-        pairs = []
-        if prev_start >= 0:
-            pairs.append((line - 1, _line(text, prev_start), raw))
-        if 0 < next_start < len(text):
-            pairs.append((line, raw, _line(text, next_start)))
+                return
+            # the message starts here but may go on below (`>>> torch.cuda.is_available()` / `False`)
+            if 0 < next_start < len(text):
+                pairs.append((line, raw, _line(text, next_start)))
+        else:
+            # the required text is not on this line alone: a message wrapped onto two lines?
+            if start > 0:
+                prev_start = text.rfind("\n", 0, start - 1) + 1
+                pairs.append((line - 1, _line(text, prev_start), raw))
+            if 0 < next_start < len(text):
+                pairs.append((line, raw, _line(text, next_start)))
         for first_line, a, b in pairs:
             both = _join(a, b)
             if ref.needles and not any(n in both.lower() for n in ref.needles):
                 continue
-            if ref.pattern.search(both) and (ref.key, first_line) not in self.seen:
+            if (ref.key, first_line) in self.seen or _match(ref.pattern, a) or _match(ref.pattern, b):
+                continue  # a line that matches alone is found (and quoted) on its own
+            if ref.pattern.search(both):
                 self.seen.add((ref.key, first_line))
                 yield Hit(ref, first_line, both, first_line + 1)
                 return
