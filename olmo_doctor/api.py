@@ -61,8 +61,10 @@ def run_check(
     plan_device: str | None = None,
     deep: bool = False,
     facts: Facts | None = None,
+    nccl: bool = False,
 ) -> CheckResult:
-    """Probe (or replay), judge with the rules, and recommend env flags."""
+    """Probe (or replay), judge with the rules, and recommend env flags. `nccl` also runs a real all-reduce
+    over the visible GPUs (seconds to minutes) and diagnoses its log when it hangs or fails."""
     if scope not in SCOPES:
         raise UsageError(f"unknown scope '{scope}'; use one of {', '.join(SCOPES)}")
     if scope == "train" and plan_device is None:
@@ -72,7 +74,27 @@ def run_check(
         facts = gather_facts(from_report, deep=deep, plan_device=plan_device)
     else:
         facts = {**facts, "plan.device": plan_device if plan_device is not None else facts.get("plan.device")}
+    log = ""
+    if nccl:
+        if from_report is not None:
+            raise UsageError("--nccl measures this machine's GPUs; it cannot be combined with --from-report")
+        from olmo_doctor.nccl.probe import probe as nccl_probe
+
+        measured = nccl_probe(facts)
+        log = str(measured.pop("nccl.log", "") or "")
+        facts.update(measured)
     findings = run_rules(facts, scope=scope)
+    if log and (facts.get("nccl.hang") or facts.get("nccl.error")):
+        findings += _diagnose_log(log, facts, {f.code for f in findings})
     env = recommend(facts)
     return CheckResult(facts, findings, env, scope, time.perf_counter() - start,
                        str(from_report) if from_report else None)
+
+
+def _diagnose_log(log: str, facts: Facts, seen: set[str]) -> list[Finding]:
+    """Name the cause of a failed or hung collective from its log, when diagnose recognises one."""
+    try:
+        from olmo_doctor.diagnose import diagnose_text
+    except ImportError:
+        return []
+    return [f for f in diagnose_text(log, facts)[:2] if f.code not in seen]

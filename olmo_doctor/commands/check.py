@@ -24,11 +24,14 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option(help="Device the planned training uses: cuda or cpu (default: cuda for train).")
         ] = None,
         verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also print info findings in full.")] = False,
+        nccl: Annotated[
+            bool, typer.Option(help="Also run an all-reduce over the visible GPUs and judge its bandwidth.")
+        ] = False,
     ) -> None:
         """Check this machine for building OLMo's kernels and training; exit 1 when something is broken."""
         from olmo_doctor.api import run_check
 
-        result = run_check(scope=scope, from_report=from_report, plan_device=device, deep=deep)
+        result = run_check(scope=scope, from_report=from_report, plan_device=device, deep=deep, nccl=nccl)
         if json_out:
             from olmo_doctor.render import dumps
 
