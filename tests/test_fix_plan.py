@@ -60,12 +60,23 @@ def test_grades_decide_what_runs() -> None:
     assert torch.argv is not None and torch.argv[-3:] == ["torch==2.11.0+cu128", "--index-url", "https://download.pytorch.org/whl/cu128"]
 
 
-def test_first_allowed_fix_wins_and_others_are_alternatives() -> None:
-    f = finding("OD205", fix("unsafe", TORCH, "reinstall"), fix("safe", NINJA, "tool"))
-    p = plan([f])
-    assert [(i.status, i.op) for i in p.items] == [("apply", "pip_install"), ("needs_unsafe", "reinstall_torch")]
-    p = plan([f], unsafe=True)
-    assert [(i.status, i.op) for i in p.items] == [("apply", "reinstall_torch"), ("alternative", "pip_install")]
+def test_every_allowed_fix_of_a_finding_runs_in_a_fixed_order() -> None:
+    # like OD251: remove a broken ninja, then install it again; the install is not "already satisfied"
+    f = finding("OD251", fix("safe", {"op": "pip_uninstall", "package": "ninja"}, "remove"),
+                fix("safe", NINJA, "install again"), fix("unsafe", TORCH, "torch"), fix("manual", title="or this"))
+    p = plan([f], env(ninja="1.11.1"))
+    assert [(i.status, i.op) for i in p.items] == [("apply", "pip_uninstall"), ("apply", "pip_install"),
+                                                    ("needs_unsafe", "reinstall_torch"), ("manual", "manual")]
+    assert plan([f], env(ninja="1.11.1"), unsafe=True).count("apply") == 3
+    # without the uninstall, the same install is already done
+    assert plan([finding("OD250", fix("safe", NINJA))], env(ninja="1.11.1")).items[0].status == "done"
+
+
+def test_a_value_the_facts_made_invalid_blocks_only_that_fix() -> None:
+    bad = finding("OD101", fix("unsafe", {"op": "reinstall_torch", "index": "None"}))
+    p = plan([bad, finding("OD204", fix("safe", NINJA))], unsafe=True)
+    assert [(i.status, i.codes) for i in p.items] == [("apply", ["OD204"]), ("blocked", ["OD101"])]
+    assert "PyTorch wheel index" in p.items[1].reason
 
 
 def test_already_satisfied_is_done() -> None:

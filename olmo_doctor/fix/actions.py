@@ -49,6 +49,10 @@ class ActionUnresolved(ActionError):
     """A templated field rendered to 'unknown': the machine did not report a fact the action needs."""
 
 
+class ActionBadValue(ActionError):
+    """A templated field rendered to a value the op does not accept (e.g. an index 'None' for an odd driver)."""
+
+
 @dataclass(frozen=True)
 class EnvSet:
     name: str
@@ -179,19 +183,11 @@ def touches_compiled(action: Action) -> bool:
 
 def action_error(raw: object, applicability: str | None = None) -> str | None:
     """Why a rule's (unrendered) action breaks the schema, or None when it is well formed."""
-    if not isinstance(raw, Mapping):
-        return "action must be a table like { op = \"pip_install\", requirement = \"ninja\" }"
-    op = raw.get("op")
-    if op not in OPS:
-        return f"unknown op {op!r}; use one of {', '.join(OPS)}"
-    fields = OPS[op]
-    missing = [k for k in fields if k not in raw]
-    if missing:
-        return f"op {op} needs {', '.join(missing)} (fields: {', '.join(fields)})"
-    extra = sorted(set(raw) - {"op", *fields})
-    if extra:
-        return f"op {op} has unknown field(s) {', '.join(extra)} (fields: {', '.join(fields)})"
-    for key in fields:
+    if err := _shape_error(raw):
+        return err
+    assert isinstance(raw, Mapping)
+    op = raw["op"]
+    for key in OPS[op]:
         if key == "name" and _is_template(raw[key]):
             return "name must be a literal variable name, not a template"
         if not _is_template(raw[key]) and (err := _check_value(op, key, raw[key])):
@@ -209,10 +205,26 @@ def _unsafe_literal(op: str, raw: Mapping[str, Any]) -> bool:
     return False
 
 
+def _shape_error(raw: object) -> str | None:
+    if not isinstance(raw, Mapping):
+        return "action must be a table like { op = \"pip_install\", requirement = \"ninja\" }"
+    op = raw.get("op")
+    if op not in OPS:
+        return f"unknown op {op!r}; use one of {', '.join(OPS)}"
+    fields = OPS[op]
+    missing = [k for k in fields if k not in raw]
+    if missing:
+        return f"op {op} needs {', '.join(missing)} (fields: {', '.join(fields)})"
+    extra = sorted(set(raw) - {"op", *fields})
+    if extra:
+        return f"op {op} has unknown field(s) {', '.join(extra)} (fields: {', '.join(fields)})"
+    return None
+
+
 def parse_action(raw: object, where: str) -> Action:
-    """A rendered action as a typed operation; ActionError (naming `where`, e.g. the rule code) when invalid."""
-    err = action_error(raw)
-    if err:
+    """A rendered action as a typed operation. A broken shape (unknown op, missing or extra field) is an
+    ActionError naming `where` (the rule); a value the facts made unusable is ActionUnresolved/ActionBadValue."""
+    if err := _shape_error(raw):
         raise ActionError(f"{where}: {err}")
     assert isinstance(raw, Mapping)
     op = raw["op"]
@@ -221,7 +233,7 @@ def parse_action(raw: object, where: str) -> Action:
         if isinstance(value, str) and _UNKNOWN.search(value):
             raise ActionUnresolved(f"{where}: {op} {key} needs a fact this machine did not report ({value!r})")
         if err := _check_value(op, key, value):
-            raise ActionError(f"{where}: op {op}: {err}")
+            raise ActionBadValue(f"{where}: op {op}: {err}")
     cls = {"env_set": EnvSet, "env_unset": EnvUnset, "ulimit": Ulimit, "pip_install": PipInstall,
            "pip_uninstall": PipUninstall, "rebuild_kernel": RebuildKernel, "reinstall_torch": ReinstallTorch}[op]
     return cls(**values)

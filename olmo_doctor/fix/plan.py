@@ -5,16 +5,18 @@ has installed and the current env file text go in; a FixPlan comes out. The dry 
 and the executor runs its `apply` items verbatim, so what the dry run shows is what runs.
 
 Grading follows ruff: `safe` fixes run with --apply, `unsafe` ones only with --unsafe-fixes, `manual` ones are
-printed. A finding gets at most one automatic fix: the first of its fixes the flags allow (rules list alternatives
-in order of preference). pip changes to an interpreter that is not a venv or conda env are held back: that is the
-user's system Python.
+printed. Every automatic fix of a finding that the flags allow runs: rules write the steps of one repair as
+separate fixes (OD205 installs wheel, packaging and setuptools; OD251 uninstalls a broken ninja, then installs it)
+and alternatives as manual fixes ("Or upgrade the driver"). Items run in a fixed order (env file, uninstalls,
+installs, torch, kernels), and an install counts as already done only if no planned uninstall removes it first.
+pip changes to an interpreter that is not a venv or conda env are held back: that is the user's system Python.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib.util import find_spec
 from typing import Any
 
@@ -27,6 +29,7 @@ from olmo_doctor.fix import envfile
 from olmo_doctor.fix.actions import (
     ENV_ACTIONS,
     Action,
+    ActionBadValue,
     ActionError,
     ActionUnresolved,
     EnvSet,
@@ -42,7 +45,7 @@ from olmo_doctor.fix.pyenv import PyEnv, pip_argv
 
 ENV_CODE = "env"  # --only env selects the recommended exports
 OP_ORDER = {"write_env_file": 0, "pip_uninstall": 1, "pip_install": 2, "reinstall_torch": 3, "rebuild_kernel": 4}
-STATUSES = ("apply", "done", "needs_unsafe", "needs_venv", "blocked", "alternative", "manual")
+STATUSES = ("apply", "done", "needs_unsafe", "needs_venv", "blocked", "manual")
 
 
 @dataclass
@@ -179,8 +182,8 @@ class _Planner:
 
     def __init__(self, facts: dict[str, Any], env: PyEnv | None, py: str, unsafe: bool, from_report: str | None):
         self.facts, self.env, self.py, self.unsafe, self.from_report = facts, env, py, unsafe, from_report
-        self.items: list[PlanItem] = []  # items that do not run (held back, manual, blocked, alternatives)
-        self.pip: dict[str, PlanItem] = {}  # pip/build items that run, by id: two findings, one command
+        self.items: list[PlanItem] = []  # items that do not run (held back, manual, blocked)
+        self.pip: dict[str, tuple[PlanItem, Action]] = {}  # pip/build items that run, by id: two findings, one run
         self.env_entries: list[envfile.Entry] = []
         self.env_codes: list[str] = []
         self.env_titles: list[str] = []
@@ -195,7 +198,6 @@ class _Planner:
             self.env_titles.append("recommended build environment")
 
     def finding(self, finding: Finding) -> None:
-        chosen = next((f for f in finding.fixes if _allowed(f, self.unsafe)), None)
         for fix in finding.fixes:
             code = finding.code
             if not fix.automatic:
@@ -204,12 +206,12 @@ class _Planner:
                 continue
             try:
                 actions = _checked_actions(fix, f"{code} fix '{fix.title}'")
-            except ActionUnresolved as e:
+            except (ActionUnresolved, ActionBadValue) as e:  # the facts made this machine's action unusable
                 self.items.append(PlanItem(f"blocked:{code}:{fix.title}", "blocked", [code], fix.title,
                                            fix.applicability, "blocked", fix.title, reason=str(e),
                                            commands=list(fix.commands)))
                 continue
-            status = "apply" if fix is chosen else "needs_unsafe" if not _allowed(fix, self.unsafe) else "alternative"
+            status = "apply" if _allowed(fix, self.unsafe) else "needs_unsafe"
             for action in actions:
                 if status != "apply":  # listed with what it would run, so the user can judge it
                     op, key, argv = "write_env_file", action.describe(), None
@@ -236,16 +238,27 @@ class _Planner:
     def _pip(self, code: str, fix: Fix, action: Action) -> None:
         op, key, argv, backup = _pip_item(action, self.py, self.env)
         if key in self.pip:
-            self.pip[key].codes.append(code)
+            self.pip[key][0].codes.append(code)
             return
         item = PlanItem(key, op, [code], fix.title, fix.applicability, "apply", action.describe(), argv=argv,
                         commands=list(fix.commands), backup=backup)
-        _refine(item, action, self.env, self.from_report, self.unsafe)
-        self.pip[key] = item
+        self.pip[key] = (item, action)
 
     def plan(self, env_text: str | None) -> list[PlanItem]:
+        # an install is judged against the environment as the planned uninstalls leave it (OD251: remove a
+        # broken ninja, install it again: the install is not "already satisfied")
+        after = self.env
+        for item, action in self.pip.values():
+            if isinstance(action, PipUninstall):
+                _refine(item, action, self.env, self.from_report, self.unsafe)
+                if item.status == "apply" and after is not None:
+                    gone = _canon(action.package)
+                    after = replace(after, dists={k: v for k, v in after.dists.items() if k != gone})
+        for item, action in self.pip.values():
+            if not isinstance(action, PipUninstall):
+                _refine(item, action, after, self.from_report, self.unsafe)
         items = _env_items(self.env_entries, self.env_codes, self.env_titles, env_text, self.env_grade)
-        items += [*self.pip.values(), *self.items]
+        items += [*(item for item, _ in self.pip.values()), *self.items]
         # what runs first, in run order (env file, uninstalls, installs, torch, kernels), then what does not
         items.sort(key=lambda i: (STATUSES.index(i.status) if i.status != "done" else 0,
                                   OP_ORDER.get(i.op, 9), i.codes[0] if i.codes else ""))
@@ -260,7 +273,7 @@ def _checked_actions(fix: Fix, where: str) -> list[Action]:
             if fix.applicability == "safe" and touches_compiled(action):
                 raise ActionError(f"{where}: {action.op} replaces torch or a compiled kernel, so the fix must be "
                                   "graded 'unsafe'")
-    except ActionUnresolved:
+    except (ActionUnresolved, ActionBadValue):
         raise
     except ActionError as e:
         raise UsageError(f"rule {e}") from None
@@ -299,8 +312,7 @@ def make_plan(
 
 
 def _why_not(status: str) -> str:
-    return {"needs_unsafe": "unsafe: add --unsafe-fixes to run it",
-            "alternative": "another fix for this finding runs instead"}.get(status, "")
+    return {"needs_unsafe": "unsafe: add --unsafe-fixes to run it"}.get(status, "")
 
 
 def _refine(item: PlanItem, action: Action, env: PyEnv | None, from_report: str | None, unsafe: bool) -> None:

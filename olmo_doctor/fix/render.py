@@ -16,7 +16,7 @@ from olmo_doctor.fix.recheck import Recheck
 
 GRADE = {"safe": "[green]safe  [/]", "unsafe": "[yellow]unsafe[/]", "manual": "[blue]manual[/]"}
 STATUS_NOTE = {"done": "[dim]done[/]", "needs_unsafe": "[yellow]held back[/]", "needs_venv": "[red]held back[/]",
-               "blocked": "[red]blocked[/]", "alternative": "[dim]alternative[/]"}
+               "blocked": "[red]blocked[/]"}
 
 
 def _argv(argv: list[str]) -> str:
