@@ -44,6 +44,16 @@ def _echo(console: Console) -> Callable[[str], None]:
     return lambda line: console.print("    " + line, style="dim", markup=False, highlight=False, overflow="fold")
 
 
+def _read_env_file(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read {path} ({e}); fix --apply rewrites it, so move it away or repair it"
+                         ) from None
+
+
 def _emit(data: dict[str, Any]) -> None:
     typer.echo(json.dumps(data, indent=2, default=str))
 
@@ -144,7 +154,7 @@ def _fix(project: Path, *, apply: bool, unsafe: bool, only: list[str] | None, js
     result = api.run_check(from_report=from_report)
     env = None if from_report else pyenv.query(pyenv.target_python())
     env_path = project / ENV_FILE
-    env_text = env_path.read_text() if env_path.exists() and not from_report else None
+    env_text = _read_env_file(env_path) if not from_report else None
     plan = make_plan(result.findings, result.env, dict(result.facts), project=str(project), env=env,
                      env_text=env_text, unsafe=unsafe, only=only,
                      from_report=str(from_report) if from_report else None)
@@ -171,8 +181,7 @@ def _fix(project: Path, *, apply: bool, unsafe: bool, only: list[str] | None, js
                                progress=None if json_out else lambda item: render.print_step(item, console))
     rc = None
     if entry.status == "applied":
-        rc = recheck([f.code for f in result.findings], lambda: api.run_check().findings,
-                     env_path.read_text() if env_path.exists() else None)
+        rc = recheck([f.code for f in result.findings], lambda: api.run_check().findings, _read_env_file(env_path))
         entry.data["recheck"] = rc.to_json()
         entry.save()
     if json_out:

@@ -80,6 +80,9 @@ def check_writable(project: Path) -> None:
     Probes by creating and removing a temp file: permission bits alone miss read-only mounts and root."""
     if not project.is_dir():
         raise UsageError(f"project dir {project} does not exist; pass --project DIR")
+    for sub in (project / ".olmo-doctor", project / JOURNAL_DIR):
+        if sub.exists() and not sub.is_dir():
+            raise UsageError(f"{sub} is a file, but olmo-doctor keeps a folder there; move it away")
     probe = next(d for d in (project / JOURNAL_DIR, project / ".olmo-doctor", project) if d.is_dir())
     try:
         fd, tmp = tempfile.mkstemp(dir=probe, prefix=".olmo-doctor-probe-")

@@ -25,7 +25,7 @@ def _argv(argv: list[str]) -> str:
 
 def _boilerplate(line: str) -> bool:
     """Markers, header and comment lines: the dry run shows the statements, -v shows everything."""
-    return line in (BEGIN, END, *HEADER) or line.startswith("#")
+    return line in (BEGIN, END, *HEADER) or line.startswith("#") or not line.strip()
 
 
 def _item(console: Console, item: PlanItem, verbose: bool, width: int) -> None:
@@ -85,12 +85,16 @@ def print_plan(plan: FixPlan, console: Console, verbose: bool = False, applying:
 
 def why_left(plan: FixPlan, codes: list[str]) -> str:
     """For findings still present: what kept their fix from running."""
-    reason = {"needs_unsafe": "needs --unsafe-fixes", "needs_venv": "needs a venv", "manual": "manual",
-              "blocked": "blocked", "done": "applied; source the env file", "apply": "applied"}
+    reason = {"needs_unsafe": "needs --unsafe-fixes", "needs_venv": "needs a venv", "manual": "manual fix",
+              "blocked": "blocked", "done": "fix in place; still fires", "apply": "fix applied; still fires"}
+    selected = {f["code"] for f in plan.findings}
     out = []
     for code in codes:
         states = [i.status for i in plan.items if code in i.codes]
-        out.append(f"{code} ({reason.get(states[0], states[0]) if states else 'no automatic fix'})")
+        if plan.only is not None and code not in selected:
+            out.append(f"{code} (not in --only)")
+            continue
+        out.append(f"{code} ({reason.get(states[0], states[0]) if states else 'no fix'})")
     return ", ".join(out)
 
 
