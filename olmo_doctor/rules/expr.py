@@ -73,9 +73,14 @@ def _cc(x: object) -> float:
 
 def _num(x: object) -> float:
     try:
-        return float(_need(x))  # type: ignore[arg-type]
+        return float(_need(x))
     except (TypeError, ValueError):
         raise Unknown from None
+
+
+def _torch_default_cuda(torch_version: object) -> str | None:
+    mm = tables.major_minor(torch_version)
+    return tables.TORCH_PYPI_DEFAULT_CUDA.get(f"{mm[0]}.{mm[1]}") if mm else None
 
 
 def _table(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -114,7 +119,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "flash_attn_arch": _table(tables.flash_attn_arch),
     "arch_list_covers": _table(tables.arch_list_covers),
     "gpu_name_to_cc": _table(tables.gpu_name_to_cc),
-    "torch_default_cuda": _table(lambda v: tables.TORCH_PYPI_DEFAULT_CUDA.get("%d.%d" % tables.major_minor(v))),
+    "torch_default_cuda": _table(_torch_default_cuda),
 }
 
 _NAMES = {"true": True, "false": False, "True": True, "False": False}
