@@ -117,6 +117,11 @@ def latest(run_dir: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def read_state(path: Path) -> dict[str, Any]:
+    """The checkpoint's train_state.json (no tensors loaded)."""
+    return json.loads((path / TRAIN_STATE).read_text())  # type: ignore[no-any-return]
+
+
 def verify(path: Path) -> str | None:
     """None if the checkpoint at `path` is whole (state parses, files have their recorded sizes), else why not."""
     try:

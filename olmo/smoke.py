@@ -11,6 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from rich.console import Console
 
 from olmo.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
@@ -61,6 +62,7 @@ def run_smoke(device: str | None = None, steps: int = 20, out_dir: Path | None =
               console: Console | None = None) -> SmokeResult:
     """Prepare the bundled data and train the tiny model for `steps` steps in `out_dir` (a fresh temp dir when
     None, removed afterwards). `device`: None/"auto" picks the GPU when torch can use one."""
+    from olmo.parallel import World, resolve_device
     from olmo.prepare import find_inputs, load_tokenizer, prepare
     from olmo.train import train
 
@@ -73,6 +75,15 @@ def run_smoke(device: str | None = None, steps: int = 20, out_dir: Path | None =
             import shutil
 
             shutil.rmtree(run_dir)
-        res = train(smoke_config(run_dir, root / "data", device, steps), console=console)
+        cfg = smoke_config(run_dir, root / "data", device, steps)
+        # The tiny model's matmuls are too small to gain from a second CPU thread, and on a busy machine
+        # OpenMP workers spin-waiting for a core make a 2-thread run up to 10x slower (measured: 53 s vs 5 s).
+        threads = torch.get_num_threads()
+        if resolve_device(cfg.device, World()).type == "cpu":
+            torch.set_num_threads(1)
+        try:
+            res = train(cfg, console=console)
+        finally:
+            torch.set_num_threads(threads)
         return SmokeResult(res.device, res.step, res.losses, res.tokens_per_s, res.seconds,
                            loss_fell(res.losses), res.eval_loss, str(res.checkpoint) if out_dir else None)

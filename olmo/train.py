@@ -107,8 +107,8 @@ def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
     optimizer = build_optimizer(model, cfg.optim, device)
     s = Setup(cfg, world, device, autocast_dtype(cfg, device), model, optimizer, loader, val)
     if ckpt and resume:
+        _check_resumed_config(checkpoint.read_state(ckpt)["config"], cfg, say)
         state = checkpoint.load(ckpt, model, optimizer, device)
-        _check_resumed_config(state["config"], cfg, say)
         loader.load_state_dict(state["data_loader"])
         s.step, s.tokens_seen = state["step"], state["tokens_seen"]
         checkpoint.set_rng_state(state["rng"])  # last: nothing after this may draw random numbers
