@@ -113,4 +113,5 @@ def flash_attn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | 
     from flash_attn import flash_attn_func
 
     win = (-1, -1) if window is None else (window - 1, 0)
-    return flash_attn_func(q, k, v, causal=True, window_size=win)  # type: ignore[no-any-return]
+    out: torch.Tensor = flash_attn_func(q, k, v, causal=True, window_size=win)
+    return out

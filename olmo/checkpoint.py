@@ -21,6 +21,7 @@ import json
 import os
 import random
 import re
+import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,7 +49,7 @@ def rng_state() -> dict[str, Any]:
     return {
         "torch": torch.get_rng_state().tolist(),
         "cuda": [s.tolist() for s in torch.cuda.get_rng_state_all()] if torch.cuda.is_available() else [],
-        "numpy": [np_state[0], np_state[1].tolist(), *np_state[2:]],  # type: ignore[index, union-attr]
+        "numpy": [np_state[0], np_state[1].tolist(), *np_state[2:]],  # type: ignore[index]
         "python": [py_state[0], list(py_state[1]), py_state[2]],
     }
 
@@ -75,8 +76,7 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
     root.mkdir(parents=True, exist_ok=True)
     final = root / step_dir_name(step)
     tmp = root / f"{final.name}-tmp"
-    if tmp.exists():  # left by a save that was killed
-        remove_tree(tmp)
+    _remove_leftovers(root)
     tmp.mkdir()
     _save_torch(model.state_dict(), tmp / MODEL)
     _save_torch(optimizer.state_dict(), tmp / OPTIM)
@@ -95,6 +95,16 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
             if old != final:
                 remove_tree(old)
     return final
+
+
+def _remove_leftovers(root: Path) -> None:
+    """Delete what a killed save or purge leaves behind: `-tmp` and `-deleting` dirs, temp pointer files.
+    Only one process saves into a run_dir at a time, so anything unfinished here is dead."""
+    for p in root.iterdir():
+        if p.is_dir() and (p.name.endswith("-tmp") or p.name.endswith("-deleting")):
+            shutil.rmtree(p)
+        elif p.name.startswith(f".{LATEST}.tmp"):
+            p.unlink()
 
 
 def complete_checkpoints(run_dir: Path) -> list[Path]:
@@ -119,7 +129,8 @@ def latest(run_dir: Path) -> Path | None:
 
 def read_state(path: Path) -> dict[str, Any]:
     """The checkpoint's train_state.json (no tensors loaded)."""
-    return json.loads((path / TRAIN_STATE).read_text())  # type: ignore[no-any-return]
+    state: dict[str, Any] = json.loads((path / TRAIN_STATE).read_text())
+    return state
 
 
 def verify(path: Path) -> str | None:

@@ -15,12 +15,15 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from olmo_doctor.errors import UsageError
+
+if TYPE_CHECKING:
+    from olmo.prepare import FileStats
 
 app = typer.Typer(
     name="olmo",
@@ -109,7 +112,7 @@ def prepare_data(
               f"vocab {tok.vocab_size:,}, EOS id {tok.eos_id}")
 
 
-def _print_dry_run(files: list[Path], stats: dict, vocab: int, shard_tokens: int) -> int:  # type: ignore[type-arg]
+def _print_dry_run(files: list[Path], stats: dict[str, FileStats], vocab: int, shard_tokens: int) -> int:
     from rich.table import Table
 
     from olmo.shards import dtype_for_vocab
@@ -231,6 +234,10 @@ def train_cmd(
 
     cfg = load_recipe(recipe, (set_ or []) + ([f"device={device}"] if device else []))
     validate(cfg, world_from_env().world_size)
+    if not dry_run:
+        from olmo.train import preflight
+
+        preflight(cfg, resume)  # bad data or run_dir fails here, before the doctor's probes
     if dry_run:
         from olmo.train import describe
 
@@ -243,12 +250,12 @@ def train_cmd(
     from olmo.train import TrainingFailed, train
 
     try:
-        result = train(cfg, resume=resume, console=out)
+        res = train(cfg, resume=resume, console=out)
     except TrainingFailed as e:
         err.print(f"olmo: {e}", markup=False)
         raise typer.Exit(1) from None
-    ev = f", eval loss {result.eval_loss:.4f}" if result.eval_loss is not None else ""
-    out.print(f"done: step {result.step}{ev}, {result.tokens_per_s:,.0f} tokens/s; checkpoint {result.checkpoint}")
+    ev = f", eval loss {res.eval_loss:.4f}" if res.eval_loss is not None else ""
+    out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}")
 
 
 def main() -> None:

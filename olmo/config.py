@@ -10,6 +10,7 @@ Recipes (YAML or Python) and `--set a.b=c` overrides are turned into these objec
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from olmo_doctor.errors import UsageError
@@ -159,7 +160,8 @@ def model_size(name: str) -> ModelConfig:
     key = name.lower().replace("-", "_")
     if key not in MODEL_SIZES:
         raise ConfigError(f"unknown model size '{name}'; use one of: {', '.join(MODEL_SIZES)}")
-    return getattr(ModelConfig, key)()  # type: ignore[no-any-return]
+    factory: Callable[[], ModelConfig] = getattr(ModelConfig, key)
+    return factory()
 
 
 @dataclass
@@ -252,8 +254,9 @@ def validate(cfg: TrainConfig, world_size: int = 1) -> None:
                           f"{m.max_seq_len}); lower data.seq_len or raise model.max_seq_len")
     unit = cfg.micro_batch_size * world_size
     if cfg.global_batch_size % unit:
+        hint = _nearest_multiples(cfg.global_batch_size, unit)
         raise ConfigError(f"global_batch_size ({cfg.global_batch_size}) is not a multiple of micro_batch_size "
-                          f"({cfg.micro_batch_size}) x devices ({world_size}); use {_nearest_multiples(cfg.global_batch_size, unit)}")
+                          f"({cfg.micro_batch_size}) x devices ({world_size}); use {hint}")
     if cfg.hard_stop is not None and not 0 < cfg.hard_stop <= cfg.steps:
         raise ConfigError(f"hard_stop ({cfg.hard_stop}) must be between 1 and steps ({cfg.steps})")
     if not 0.0 <= d.val_fraction < 1.0:

@@ -18,6 +18,7 @@ import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 CORPUS_PATH = ASSETS / "corpus.jsonl.gz"
@@ -115,7 +116,7 @@ def write_jsonl(path: Path, n_docs: int, seed: int = ASSET_SEED) -> None:
         path.write_bytes(lines)
 
 
-def train_tokenizer(texts: list[str], vocab_size: int = TOKENIZER_VOCAB):  # type: ignore[no-untyped-def]
+def train_tokenizer(texts: list[str], vocab_size: int = TOKENIZER_VOCAB) -> Any:
     """A byte-level BPE like GPT-2's and dolma2's, with `<|endoftext|>` as id 0 (EOS) and `<|pad|>` as id 1."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 

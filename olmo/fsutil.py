@@ -36,7 +36,10 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    atomic_write(path, lambda f: f.write(data) and None)
+    def write(f: IO[bytes]) -> None:
+        f.write(data)
+
+    atomic_write(path, write)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 # Sources: NVIDIA datasheets list the sparse figure; dense is half of it.
 #   H100 SXM 1,979 sparse -> 989.5; H100 NVL 1,671 -> 835.5; H100 PCIe 1,513 -> 756.5 (H100 datasheet; the same
 #     three values are in OLMo-core train/callbacks/speed_monitor.py).
-#   H200 SXM 1,979 sparse -> 989.5; H200 NVL 1,671 -> 835.5 (H200 datasheet). OLMo-core has no H200 entry and falls back to the
-#     A100 peak, overstating MFU 3.2x (olmo_anchor.md 3.2).
+#   H200 SXM 1,979 sparse -> 989.5; H200 NVL 1,671 -> 835.5 (H200 datasheet). OLMo-core has no H200 entry
+#     and falls back to the A100 peak, overstating MFU 3.2x (olmo_anchor.md 3.2).
 #   GH200: the H100-class Hopper GPU, 989.5 (GH200 datasheet: 1,979 sparse).
 #   B200 2,250 dense (OLMo-core speed_monitor.py; B200 datasheet 4.5 PFLOPS sparse per GPU in HGX B200).
 #   A100 312 dense (A100 datasheet, SXM and PCIe). A10 125 dense (A10 datasheet, 250 sparse; not the A10G).
@@ -57,7 +57,8 @@ class MetricsLog:
     def __init__(self, run_dir: Path, config: dict[str, Any], wandb_project: str | None = None,
                  tensorboard: bool = False, warn: Any = print):
         self.path = run_dir / "metrics.jsonl"
-        self.file = open(self.path, "a", buffering=1)  # line-buffered: a killed run keeps every finished line
+        # Open for the whole run (closed in close()); line-buffered: a killed run keeps every finished line.
+        self.file = open(self.path, "a", buffering=1)  # noqa: SIM115
         self.wandb: Any = None
         self.tb: Any = None
         if wandb_project:

@@ -147,7 +147,8 @@ class Transformer(nn.Module):
         h = self.embeddings(input_ids)
         for block in self.blocks.values():
             h = block(h, cos, sin)
-        return self.lm_head(h)  # type: ignore[no-any-return]
+        logits: torch.Tensor = self.lm_head(h)
+        return logits
 
     @torch.no_grad()
     def init_weights(self, seed: int) -> None:

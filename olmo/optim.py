@@ -15,7 +15,8 @@ from olmo.config import OptimConfig
 
 def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, device: torch.device) -> torch.optim.AdamW:
     """AdamW; weight decay on every parameter except the embedding (OLMo-core's OLMo 2/3 scripts)."""
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, p in model.named_parameters():
         (no_decay if name.startswith("embeddings.") else decay).append(p)
     fused = cfg.fused if cfg.fused is not None else device.type == "cuda"

@@ -98,11 +98,13 @@ def read_sidecars(directory: Path) -> list[ShardMeta]:
 @dataclass
 class Problem:
     shard: str
-    token_offset: int  # first token the problem concerns
+    token_offset: int | None  # first token the problem concerns; None when it has no place (a count)
     message: str
+    precision: int = 0  # 0 exact place, 1 a checksum block, 2 no place: the most precise is reported first
 
     def __str__(self) -> str:
-        return f"{self.shard} at token {self.token_offset:,}: {self.message}"
+        where = f" at token {self.token_offset:,}" if self.token_offset is not None else ""
+        return f"{self.shard}{where}: {self.message}"
 
 
 @dataclass
@@ -120,7 +122,7 @@ def validate_shard(directory: Path, meta: ShardMeta, vocab_size: int | None = No
     vocab = vocab_size or meta.vocab_size
     rep = ShardReport(meta.file, 0, 0, -1)
     if not path.is_file():
-        rep.problems.append(Problem(meta.file, 0, "file is missing"))
+        rep.problems.append(Problem(meta.file, None, "file is missing"))
         return rep
     dtype = np.dtype(meta.dtype)
     size = path.stat().st_size
@@ -130,8 +132,8 @@ def validate_shard(directory: Path, meta: ShardMeta, vocab_size: int | None = No
     n = size // dtype.itemsize
     rep.num_tokens = n
     if n != meta.num_tokens:
-        rep.problems.append(Problem(meta.file, min(n, meta.num_tokens),
-                                    f"{n:,} tokens on disk but the metadata says {meta.num_tokens:,} (truncated or appended)"))
+        rep.problems.append(Problem(meta.file, min(n, meta.num_tokens), f"{n:,} tokens on disk but the metadata "
+                                    f"says {meta.num_tokens:,} (truncated or appended)"))
     arr = np.memmap(path, dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype)
     sha = hashlib.sha256()
     crcs: list[str] = []
@@ -154,11 +156,11 @@ def validate_shard(directory: Path, meta: ShardMeta, vocab_size: int | None = No
     if n and int(arr[n - 1]) != meta.eos_id:
         rep.problems.append(Problem(meta.file, n - 1, f"the last token is not EOS ({meta.eos_id}): a cut document"))
     if rep.num_docs != meta.num_docs:
-        rep.problems.append(Problem(meta.file, 0, f"{rep.num_docs:,} documents (EOS tokens) but the metadata says "
-                                                  f"{meta.num_docs:,}"))
+        rep.problems.append(Problem(meta.file, None, f"{rep.num_docs:,} documents (EOS tokens) but the metadata "
+                                                     f"says {meta.num_docs:,}", precision=2))
     if sha.hexdigest() != meta.sha256:
         rep.problems.append(_locate_checksum_mismatch(meta, crcs, dtype.itemsize))
-    rep.problems.sort(key=lambda p: p.token_offset)
+    rep.problems.sort(key=lambda p: p.precision)  # stable: within a class, in the order checked above
     return rep
 
 
@@ -168,8 +170,8 @@ def _locate_checksum_mismatch(meta: ShardMeta, crcs: list[str], itemsize: int) -
         if got != want:
             lo = i * per_block
             hi = min((i + 1) * per_block, meta.num_tokens) - 1
-            return Problem(meta.file, lo, f"checksum mismatch: the bytes of tokens {lo:,}..{hi:,} changed")
-    return Problem(meta.file, 0, "sha256 does not match the metadata")
+            return Problem(meta.file, lo, f"checksum mismatch: the bytes of tokens {lo:,}..{hi:,} changed", 1)
+    return Problem(meta.file, None, "sha256 does not match the metadata", 2)
 
 
 def shard_metas(directory: Path, vocab_size: int | None) -> list[ShardMeta]:
@@ -198,7 +200,8 @@ def validate_bare(directory: Path, meta: ShardMeta) -> ShardReport:
     size = path.stat().st_size
     rep = ShardReport(meta.file, size // dtype.itemsize, -1, -1)
     if size % dtype.itemsize:
-        rep.problems.append(Problem(meta.file, rep.num_tokens, f"size {size} is not a whole number of {meta.dtype} tokens"))
+        rep.problems.append(Problem(meta.file, rep.num_tokens,
+                                    f"size {size} is not a whole number of {meta.dtype} tokens"))
     arr = np.memmap(path, dtype=dtype, mode="r", shape=(rep.num_tokens,)) if rep.num_tokens else np.zeros(0, dtype)
     for start in range(0, rep.num_tokens, SCAN_TOKENS):
         chunk = np.asarray(arr[start:start + SCAN_TOKENS])

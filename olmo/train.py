@@ -74,18 +74,9 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
 
 
-def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
-    world = world_from_env()
-    validate(cfg, world.world_size)
-    device = resolve_device(cfg.device, world)
-    get_backend(cfg.model.attn_backend, device)
-    run_dir = Path(cfg.run_dir)
-    ckpt = checkpoint.latest(run_dir)
-    if ckpt and not resume:
-        raise ConfigError(f"{run_dir} already has checkpoints (latest: {ckpt.name}); pass --resume to continue "
-                          "that run, or set run_dir to a new directory")
-    _seed_everything(cfg.seed)
-
+def build_data(cfg: TrainConfig, world: World) -> tuple[DataLoader, list[torch.Tensor]]:
+    """The training loader and the eval micro-batches; raises ConfigError for data the model cannot use (a
+    different tokenizer's vocab, too few sequences for one batch, missing shards)."""
     source = open_source(cfg.data.paths, cfg.data)
     if source.vocab_size:
         check_vocab(cfg.model.vocab_size, source.vocab_size, source.where)
@@ -102,6 +93,30 @@ def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
                            world.world_size)
     else:
         val = eval_batches(windows, val_idx, cfg.micro_batch_size, cfg.eval_batches, world.rank, world.world_size)
+    return loader, val
+
+
+def preflight(cfg: TrainConfig, resume: bool) -> tuple[World, torch.device, Path | None]:
+    """Every check that needs no model: config, device, attention backend, run_dir, data. Cheap, so the CLI
+    runs it before the (slower) doctor check and a bad recipe fails in a second."""
+    world = world_from_env()
+    validate(cfg, world.world_size)
+    device = resolve_device(cfg.device, world)
+    get_backend(cfg.model.attn_backend, device)
+    ckpt = checkpoint.latest(Path(cfg.run_dir))
+    if ckpt and not resume:
+        raise ConfigError(f"{cfg.run_dir} already has checkpoints (latest: {ckpt.name}); pass --resume to continue "
+                          "that run, or set run_dir to a new directory")
+    build_data(cfg, world)
+    return world, device, ckpt
+
+
+def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
+    world, device, ckpt = preflight(cfg, resume)
+    run_dir = Path(cfg.run_dir)
+    _seed_everything(cfg.seed)
+
+    loader, val = build_data(cfg, world)
 
     model = parallelize(build_model(cfg.model, device, cfg.seed), cfg, world)
     optimizer = build_optimizer(model, cfg.optim, device)
@@ -194,7 +209,8 @@ def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None
     n_params = cfg.model.num_params()
     say(f"[bold]olmo train[/] {n_params / 1e6:,.1f}M parameters on {s.device} "
         f"({'bf16 autocast' if s.amp else 'fp32'}, attention: {cfg.model.attn_backend}), steps {s.step}->{stop}, "
-        f"{cfg.global_batch_size} x {cfg.data.seq_len} tokens per step, grad accumulation {cfg.grad_accum(s.world.world_size)}")
+        f"{cfg.global_batch_size} x {cfg.data.seq_len} tokens per step, "
+        f"grad accumulation {cfg.grad_accum(s.world.world_size)}")
     result = TrainResult(run_dir, str(s.device), s.step, s.step)
     t_start = time.perf_counter()
     t_window, steps_window, t_first_done = t_start, 0, None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,3 +41,24 @@ def micro_config(data: Path, run_dir: Path, steps: int = 20) -> TrainConfig:
 def micro() -> Callable[..., TrainConfig]:
     """`micro(data_dir, run_dir, steps=20)` -> the micro TrainConfig."""
     return micro_config
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """`cli("train", "--smoke")` runs the real console entry point in-process: (exit code, stdout, stderr)."""
+    import olmo.cli
+
+    for console in (olmo.cli.out, olmo.cli.err):
+        monkeypatch.setattr(console, "_width", 200)  # no wrapping or truncation of long paths in assertions
+
+    def run(*args: str) -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "argv", ["olmo", *args])
+        try:
+            olmo.cli.main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        cap = capsys.readouterr()
+        return code, cap.out, cap.err
+
+    return run

@@ -12,11 +12,10 @@ from typer.testing import CliRunner
 
 from olmo import checkpoint
 from olmo.cli import app
-from olmo.config import ConfigError
+from olmo.config import ConfigError, TrainConfig
 from olmo.metrics import read_metrics
 from olmo.recipe import to_yaml
 from olmo.smoke import loss_fell
-from olmo.config import TrainConfig
 from olmo.train import train
 
 
@@ -85,7 +84,11 @@ def test_doctor_errors_refuse_training(
     import olmo_doctor.api
 
     calls: list[dict[str, object]] = []
-    monkeypatch.setattr(olmo_doctor.api, "run_check", lambda **kw: calls.append(kw) or _fake_check(True))
+    def fake_run_check(**kw: object) -> object:
+        calls.append(kw)
+        return _fake_check(True)
+
+    monkeypatch.setattr(olmo_doctor.api, "run_check", fake_run_check)
     res = CliRunner().invoke(app, ["train", str(_recipe(micro(tiny_data, tmp_path / "run", steps=2), tmp_path))])
     assert res.exit_code == 1
     assert calls == [{"scope": "train", "plan_device": "cpu"}]
@@ -94,7 +97,8 @@ def test_doctor_errors_refuse_training(
     assert "--skip-doctor" in res.output
     assert not (tmp_path / "run" / "metrics.jsonl").exists()  # nothing trained
 
-    res = CliRunner().invoke(app, ["train", str(_recipe(micro(tiny_data, tmp_path / "run", steps=2), tmp_path)), "--skip-doctor"])
+    recipe = str(_recipe(micro(tiny_data, tmp_path / "run", steps=2), tmp_path))
+    res = CliRunner().invoke(app, ["train", recipe, "--skip-doctor"])
     assert res.exit_code == 0, res.output
     assert "WARNING: --skip-doctor" in res.output
     assert len(_losses(tmp_path / "run")) == 2
