@@ -33,8 +33,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+out = Console(highlight=False, soft_wrap=True)  # log lines stay whole in files and pipes
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def parse_count(text: str) -> int:

@@ -288,12 +288,20 @@ def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrit
     if progress and start[0]:  # account for the inputs already in finished shards
         progress(sum(p.stat().st_size for p in inputs[:start[0]]), 0)
     new_tokens = 0
-    for texts, pos in _prefetch(_batches(inputs, start, stats, read_progress)):
-        flat, ends = _flatten(tok.encode(texts), tok.eos_id, np_dtype)
-        for (fi, _), n_tok in zip(pos, np.diff(ends, prepend=0).tolist(), strict=True):
+    def encoded(batches: Iterator[tuple[list[str], list[tuple[int, int]]]]
+                ) -> Iterator[tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]]:
+        for texts, pos in batches:
+            yield (*_flatten(tok.encode(texts), tok.eos_id, np_dtype), pos)
+
+    # Three stages, each in its own thread: read + parse JSON, encode + flatten, hash + write (here). The
+    # encoder releases the GIL, so the Python work of the other two stages runs while it tokenizes.
+    for flat, ends, pos in _prefetch(encoded(_prefetch(_batches(inputs, start, stats, read_progress)))):
+        files = np.fromiter((fi for fi, _ in pos), dtype=np.int64, count=len(pos))
+        lens = np.diff(ends, prepend=0)
+        for fi in np.unique(files).tolist():
             st = stats[str(inputs[fi])]
-            st.docs += 1
-            st.tokens += n_tok
+            st.docs += int(np.count_nonzero(files == fi))
+            st.tokens += int(lens[files == fi].sum())
         new_tokens += flat.size
         if progress:
             progress(0, flat.size)
