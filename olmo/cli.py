@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from olmo_doctor.errors import UsageError
 
@@ -62,11 +63,13 @@ def prepare_data(
     eos_token: Annotated[str | None, typer.Option(help="End-of-document token (default: auto-detect).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count documents and tokens per file; write nothing.")]
     = False,
-    overwrite: Annotated[bool, typer.Option(help="Replace shards from a different run in --output.")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace shards from a different run in --output.")]
+    = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Tokenize documents into headerless token shards that olmo and OLMo-core read (EOS after each document)."""
-    os.environ["RAYON_NUM_THREADS"] = str(workers or len(os.sched_getaffinity(0)))  # before the first encode
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    os.environ["RAYON_NUM_THREADS"] = str(workers or cores)  # read when the tokenizer first encodes
     os.environ["TOKENIZERS_PARALLELISM"] = "true"
     from olmo import prepare as P
     from olmo.shards import dtype_for_vocab
@@ -173,7 +176,14 @@ def doctor_gate(plan_device: str, skip: bool) -> None:
         return
     from olmo_doctor.api import run_check  # imported here: the doctor's probes are only needed for training
 
-    result = run_check(scope="train", plan_device=plan_device)
+    try:
+        result = run_check(scope="train", plan_device=plan_device)
+    except UsageError:
+        raise
+    except Exception as e:  # a bug in a probe is not evidence of a broken machine: say so and train
+        err.print(f"[yellow]warning: olmo-doctor check could not run ({type(e).__name__}: {escape(str(e))}); "
+                  "training without it[/]")
+        return
     if not result.has_errors:
         return
     errors = [f for f in result.findings if f.severity == "error"]
@@ -205,13 +215,15 @@ def train_cmd(
                                                  "name of one in recipes/.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", "-s", help="Override a config value, e.g. --set "
                                                    "optim.lr=3e-4 (repeatable).")] = None,
-    resume: Annotated[bool, typer.Option(help="Continue from run_dir's latest checkpoint (start fresh if none).")]
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from run_dir's latest checkpoint (start fresh "
+                                         "if there is none).")]
     = False,
     smoke: Annotated[bool, typer.Option("--smoke", help="Train the bundled tiny model on the bundled corpus for a "
                                         "few steps; pass if the loss falls.")] = False,
     steps: Annotated[int, typer.Option(help="Steps for --smoke.", min=4)] = 20,
     device: Annotated[str | None, typer.Option(help="auto, cpu, cuda or cuda:N (overrides the recipe).")] = None,
-    skip_doctor: Annotated[bool, typer.Option(help="Train even if olmo-doctor finds errors (not recommended).")]
+    skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="Train even if olmo-doctor finds errors (not "
+                                              "recommended).")]
     = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved config and model size; do not "
                                           "train.")] = False,
