@@ -236,6 +236,12 @@ def _flatten(encoded: list[list[int]], eos: int, dtype: np.dtype) -> tuple[np.nd
     return flat, ends
 
 
+def _encoded(batches: Iterator[tuple[list[str], list[tuple[int, int]]]], tok: Tok, dtype: np.dtype
+             ) -> Iterator[tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]]:
+    for texts, pos in batches:
+        yield (*_flatten(tok.encode(texts), tok.eos_id, dtype), pos)
+
+
 def _prefetch(it: Iterator[Any], depth: int = 2) -> Iterator[Any]:
     """Run `it` in a thread, `depth` items ahead, so reading overlaps tokenization."""
     q: queue.Queue[Any] = queue.Queue(maxsize=depth)
@@ -288,14 +294,10 @@ def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrit
     if progress and start[0]:  # account for the inputs already in finished shards
         progress(sum(p.stat().st_size for p in inputs[:start[0]]), 0)
     new_tokens = 0
-    def encoded(batches: Iterator[tuple[list[str], list[tuple[int, int]]]]
-                ) -> Iterator[tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]]:
-        for texts, pos in batches:
-            yield (*_flatten(tok.encode(texts), tok.eos_id, np_dtype), pos)
-
     # Three stages, each in its own thread: read + parse JSON, encode + flatten, hash + write (here). The
     # encoder releases the GIL, so the Python work of the other two stages runs while it tokenizes.
-    for flat, ends, pos in _prefetch(encoded(_prefetch(_batches(inputs, start, stats, read_progress)))):
+    batches = _prefetch(_batches(inputs, start, stats, read_progress))
+    for flat, ends, pos in _prefetch(_encoded(batches, tok, np_dtype)):
         files = np.fromiter((fi for fi, _ in pos), dtype=np.int64, count=len(pos))
         lens = np.diff(ends, prepend=0)
         for fi in np.unique(files).tolist():
@@ -321,6 +323,9 @@ def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrit
             first = last + 1
     if writer is not None:
         shards.append(writer.finish(tok, {"input": last_pos[0], "records": last_pos[1]}))
+    if not shards:
+        raise ConfigError("the inputs hold no documents (every file is empty or unparseable); "
+                          "see `olmo prepare-data --dry-run`")
     write_manifest(out, shards, tok, job, stats)
     return PrepareResult(shards, stats, time.perf_counter() - t0, len(done), tokens_this_run=new_tokens)
 

@@ -246,3 +246,9 @@ def test_val_split_is_disjoint_and_seed_independent() -> None:
     train_idx, val_idx = split_indices(1000, 0.05)
     assert 20 < len(val_idx) < 80 and not set(train_idx) & set(val_idx) and len(train_idx) + len(val_idx) == 1000
     assert np.array_equal(split_indices(1000, 0.05)[1], val_idx)
+
+
+def test_no_documents_is_a_usage_error(tmp_path: Path, cli: CLI) -> None:
+    (tmp_path / "empty.jsonl").write_text("\n\n")
+    code, _, err = cli("prepare-data", "-i", str(tmp_path / "empty.jsonl"), "-o", str(tmp_path / "o"), "-t", "bundled")
+    assert code == 2 and "hold no documents" in err and not (tmp_path / "o" / "manifest.json").exists()
