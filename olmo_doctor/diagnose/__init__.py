@@ -36,10 +36,10 @@ class Diagnosis:
     findings: list[Finding]
     evidence: list[Evidence]
     lines: int = 0
-    chars: int = 0
+    size: int = 0  # bytes of UTF-8
     elapsed_s: float = 0.0
     facts: Facts = field(default_factory=dict)
-    tail: str = ""  # the log text (or its last chunk when huge), for the "nothing recognised" advice
+    tail: bytes = b""  # the log (or its last chunk when huge), for the "nothing recognised" advice
 
     @property
     def from_log(self) -> list[Finding]:
@@ -61,16 +61,17 @@ def _index(rules: tuple[Rule, ...]) -> Index:
 
 
 def diagnose(
-    chunks: Iterable[str], facts: Mapping[str, FactValue] | None = None, rules: tuple[Rule, ...] | None = None
+    chunks: Iterable[bytes | str], facts: Mapping[str, FactValue] | None = None, rules: tuple[Rule, ...] | None = None
 ) -> Diagnosis:
-    """Scan text chunks (each ending at a line boundary) and rank what they show."""
+    """Scan log chunks (UTF-8 bytes or text, each ending at a line boundary) and rank what they show."""
     start = time.perf_counter()
     rules = rules if rules is not None else load_rules()
     scanner = Scanner(_index(rules))
     hits: list[Hit] = []
-    kept: list[str] = []
+    kept: list[bytes] = []
     size = 0
-    for chunk in chunks:
+    for piece in chunks:
+        chunk = piece.encode() if isinstance(piece, str) else piece
         hits += scanner.feed(chunk)
         size += len(chunk)
         kept = [*kept, chunk] if size <= KEEP_TEXT else [chunk]
@@ -78,7 +79,8 @@ def diagnose(
     evidence = rank(hits, rules, facts or {})
     confs = confidence(evidence)
     findings = [to_diagnosis(ev, facts or {}, c) for ev, c in zip(evidence, confs, strict=True)]
-    return Diagnosis(findings, evidence, lines, size, time.perf_counter() - start, dict(facts or {}), "".join(kept))
+    return Diagnosis(findings, evidence, lines, size, time.perf_counter() - start, dict(facts or {}),
+                     b"".join(kept))
 
 
 def diagnose_text(text: str, facts: Mapping[str, FactValue] | None = None) -> list[Finding]:

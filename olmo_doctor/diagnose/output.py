@@ -113,7 +113,7 @@ def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> No
 
 def _nothing(console: Console, diag: Diagnosis, name: str) -> None:
     console.print(f"[yellow bold]? No known root cause recognised in {escape(name)}.[/]")
-    errors = error_lines(diag.tail)
+    errors = error_lines(diag.tail.decode("utf-8", "replace"))
     if errors:
         console.print("  It does contain error lines; the first one is usually the root cause:")
         for number, line in errors:
