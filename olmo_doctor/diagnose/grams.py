@@ -23,7 +23,7 @@ GRAM_MAX = 16
 # A gram occurrence costs a Python-level step, about this many regex attempts.
 HIT_COST = 100.0
 OPTIONS = 6
-SAMPLE_WIDTH = 32 << 10
+SAMPLE_WIDTH = 16 << 10
 
 
 def sample(data: bytes) -> bytes:
@@ -41,20 +41,31 @@ def _options(needle: bytes, freq: Mapping[int, int]) -> list[bytes]:
     return sorted(grams, key=lambda g: (freq.get(g[0], 0), -len(g), g))[:OPTIONS]
 
 
-def _standalone(needle: bytes, freq: Mapping[int, int], data: bytes) -> tuple[float, float]:
+class _Counts(dict[bytes, int]):
+    """Occurrences of grams in the sample, counted once each."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__()
+        self.data = data
+
+    def __missing__(self, gram: bytes) -> int:
+        self[gram] = n = self.data.count(gram)
+        return n
+
+
+def _standalone(needle: bytes, freq: Mapping[int, int], counts: _Counts) -> tuple[float, float]:
     """(anchor, hits): the cheapest gram's first-character count and occurrences, each weighed by its cost."""
-    return min(((float(freq.get(g[0], 0)), HIT_COST * data.count(g)) for g in _options(needle, freq)),
-               key=sum)
+    return min(((float(freq.get(g[0], 0)), HIT_COST * counts[g]) for g in _options(needle, freq)), key=sum)
 
 
 def pick_requirements(options: Mapping[int, list[Alt]], data: bytes) -> dict[int, Alt]:
     """For each signature (by key) the requirement that is cheapest to prefilter in this log: its strings'
     gram occurrences, plus the rarest anchor character they need (anchors tend to be shared)."""
-    freq = Counter(data)
+    freq, counts = Counter(data), _Counts(data)
     out: dict[int, Alt] = {}
     for key, alts in options.items():
         def cost(alt: Alt) -> tuple[float, int]:
-            parts = [_standalone(s.encode(), freq, data) for s in alt]
+            parts = [_standalone(s.encode(), freq, counts) for s in alt]
             return max(a for a, _ in parts) + sum(h for _, h in parts), -min(len(s) for s in alt)
 
         out[key] = min(alts, key=cost)
@@ -79,7 +90,7 @@ def choose_grams(needles: Iterable[str], data: bytes) -> dict[bytes, list[str]]:
     """
     freq = Counter(data)
     options = {needle: _options(needle.encode(), freq) for needle in needles}
-    hits = {g: data.count(g) for opts in options.values() for g in opts}
+    hits = _Counts(data)
     chosen: set[int] = set()
 
     def cost(gram: bytes) -> float:

@@ -29,6 +29,9 @@ from olmo_doctor.rules.model import Rule
 # has its required string within SEAM characters of the line break.
 TAIL = 40
 SEAM = 200
+# Enough lines of one signature to judge it (the ranking stops counting repeats at 5); later ones are skipped so
+# a benign line repeated 100,000 times cannot slow the scan down.
+MAX_HITS_PER_SIGNATURE = 20
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class Scanner:
         self.line = 1  # number of the first line of the next chunk
         self.carry = b""  # the last line of the previous chunk, for messages wrapped across the boundary
         self.seen: set[tuple[int, int]] = set()
+        self.counts: Counter[int] = Counter()  # hits per signature
 
     def _prepare(self, chunk: bytes) -> None:
         data = G.sample(chunk)
@@ -91,16 +95,37 @@ class Scanner:
             for needle in self.needles.get(ref.key, ()):
                 self.by_needle.setdefault(needle, []).append(ref)
         self.grams = G.choose_grams(self.by_needle, data)
-        freq = Counter(data)
+        self.freq = Counter(data)
+        self._compile()
+
+    def _compile(self) -> None:
         firsts = {g[0] for g in self.grams}
-        self.regex = G.gram_regex(tuple(sorted(self.grams)), tuple(sorted((b, freq[b]) for b in firsts)))
+        self.regex = G.gram_regex(tuple(sorted(self.grams)), tuple(sorted((b, self.freq[b]) for b in firsts)))
+        self.first = {}
         for gram in self.grams:
             self.first.setdefault(gram[0], []).append(gram)
+
+    def _retire(self) -> bool:
+        """Forget needles whose signatures all have enough hits; True when the gram set changed."""
+        full = {k for k, n in self.counts.items() if n >= MAX_HITS_PER_SIGNATURE}
+        done = {n for n, refs in self.by_needle.items() if all(r.key in full for r in refs)}
+        changed = False
+        for gram in list(self.grams):
+            kept = [n for n in self.grams[gram] if n not in done]
+            if len(kept) != len(self.grams[gram]):
+                changed = True
+                if kept:
+                    self.grams[gram] = kept
+                else:
+                    del self.grams[gram]
+        return changed
 
     def feed(self, chunk: bytes) -> list[Hit]:
         """Hits in this chunk (it ends at a line boundary, except possibly the log's last line)."""
         if self.regex is None:
             self._prepare(chunk)
+        elif self._retire():
+            self._compile()
         text, line0 = (self.carry + chunk, self.line - 1) if self.carry else (chunk, self.line)
         hits = list(self._scan(text, line0))
         self.line += chunk.count(b"\n")
@@ -147,8 +172,10 @@ class Scanner:
         low = _line(text, start).lower()
         for needle in needles:
             for ref in self.by_needle[needle]:
-                if (ref.key, line) not in self.seen:
-                    yield from self._try(ref, text, start, line, joined=needle not in low)
+                if (ref.key, line) not in self.seen and self.counts[ref.key] < MAX_HITS_PER_SIGNATURE:
+                    for hit in self._try(ref, text, start, line, joined=needle not in low):
+                        self.counts[ref.key] += 1
+                        yield hit
 
     def _try(self, ref: SigRef, text: bytes, start: int, line: int, joined: bool) -> Iterator[Hit]:
         raw = _line(text, start)
