@@ -36,13 +36,10 @@ FACT_KEYS: dict[str, str] = {
     "cuda.home_has_headers": "whether cuda.home/include/cuda_runtime.h exists (torch compiles against it)",
     "cuda.toolkit_root": "the real toolkit directory (with include/cuda_runtime.h) that nvcc belongs to",
     "nvcc.on_path_version": "release of the nvcc on PATH when it is another binary than nvcc.path",
-    "cuda.toolkit_root": "root of the toolkit nvcc really runs from (through symlinks and wrapper scripts) "
-    "when it has include/cuda_runtime.h, else null",
     "cudnn.version": "system cuDNN version found by the loader cache, if any",
     # Host toolchain and C libraries
     "gcc.version": "version of the host C++ compiler nvcc will use (CXX, else g++), e.g. '13.3.0'",
     "gcc.path": "path of that compiler",
-    "gcc.is_clang": "true when that compiler is clang (then gcc.version is clang's version)",
     "gcc.cc_env": "the CC environment variable, or null",
     "gcc.cxx_env": "the CXX environment variable, or null",
     "gcc.is_clang": "true when the host compiler is clang",

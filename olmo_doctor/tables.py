@@ -156,6 +156,19 @@ def min_nvcc_for_cc(cc: object) -> str | None:
     return None
 
 
+def last_nvcc_for_cc(cc: object) -> str | None:
+    """The newest toolkit in the table that still targets a compute capability (e.g. '7.0' -> '12.9': CUDA 13.0
+    removed sm_50-sm_72; '3.7' -> '11.8'); the newest listed toolkit when it was never removed."""
+    sm = cc_to_sm(cc)
+    if sm is None:
+        return None
+    last = None
+    for key, targets in NVCC_SM_TARGETS:
+        if sm in targets:
+            last = key
+    return last
+
+
 # GPU marketing name -> compute capability. Source: https://developer.nvidia.com/cuda-gpus and
 # https://developer.nvidia.com/cuda-legacy-gpus. Matched as case-insensitive substrings, most specific first.
 GPU_CC: list[tuple[str, str]] = [

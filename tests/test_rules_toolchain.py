@@ -221,3 +221,33 @@ def test_glibcxx_and_torch_index_helpers() -> None:
     assert tables.torch_index_for_driver("535.104.05") == "cu126"  # 12.x minor-version compatibility
     assert tables.torch_index_for_driver("470.57.02") == "cu118"
     assert tables.torch_index_for_driver("410.48") is None
+    assert tables.last_nvcc_for_cc("7.0") == "12.9"  # CUDA 13.0 removed Volta
+    assert tables.last_nvcc_for_cc("3.7") == "11.8"  # CUDA 12.0 removed Kepler
+
+
+ACTION_FIELDS = {
+    "env_set": {"name", "value"},
+    "env_unset": {"name"},
+    "ulimit": {"resource", "value"},
+    "pip_install": {"requirement"},
+    "pip_uninstall": {"package"},
+    "rebuild_kernel": {"package"},
+    "reinstall_torch": {"index"},
+}
+
+
+def test_fix_actions_come_from_the_closed_set() -> None:
+    """known_issues/SCHEMA.md's table of fix actions: only these ops, with exactly their fields."""
+    for rule in TOOLCHAIN:
+        for fix in rule.fixes:
+            if fix.applicability == "manual":
+                assert fix.action is None, rule.code
+                continue
+            assert fix.action is not None, rule.code
+            op = fix.action.get("op")
+            assert op in ACTION_FIELDS, (rule.code, op)
+            assert set(fix.action) - {"op"} == ACTION_FIELDS[op], (rule.code, fix.action)
+            # replacing torch or a compiled kernel is never 'safe'
+            replaces = op in ("reinstall_torch", "rebuild_kernel", "pip_uninstall")
+            if replaces or str(fix.action.get("requirement", "")).startswith("torch"):
+                assert fix.applicability == "unsafe", rule.code

@@ -121,6 +121,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "gpu_name_to_cc": _table(tables.gpu_name_to_cc),
     "torch_default_cuda": _table(_torch_default_cuda),
     "sm": _table(tables.cc_to_sm),
+    "last_nvcc_for_cc": _table(tables.last_nvcc_for_cc),
     "tokens": lambda x: [t for t in re.split(r"[;,\s]+", str(_need(x))) if t],
     "cuda_arch_list": _table(tables.cuda_arch_list),
     "archs_too_new_for_nvcc": _table(tables.archs_too_new_for_nvcc),

@@ -8,7 +8,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +40,19 @@ class FixSpec:
 
 @dataclass(frozen=True)
 class Signature:
-    """A log pattern for `diagnose`; `weight` says how strongly a match points at this rule's cause."""
+    """A log pattern for `diagnose`; `weight` says how strongly a match points at this rule's cause.
 
-    pattern: re.Pattern[str]
+    The regex compiles on first use: `check` never needs the few hundred signatures, and compiling them all would
+    cost it ~30 ms. tests/test_rules.py compiles every one, so a bad pattern still fails CI."""
+
+    source: str
+    flags: int = re.I
     weight: float = 1.0
     role: str = "cause"  # "cause": the root error itself; "symptom": a downstream line that only corroborates
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.source, self.flags)
 
 
 @dataclass(frozen=True)
@@ -126,12 +134,9 @@ def parse_rule(data: dict[str, Any], path: Path) -> Rule:
             raise RuleError(f"{path.name}: fix[{i}] is {app} but has no typed 'action' for fix --apply")
         fixes.append(FixSpec(_req(fx, "title", path), app, tuple(fx.get("commands", [])), fx.get("action")))
     sigs = []
-    for i, sg in enumerate(data.get("signature", [])):
-        try:
-            pattern = re.compile(_req(sg, "pattern", path), re.I if sg.get("ignore_case", True) else 0)
-        except re.error as e:
-            raise RuleError(f"{path.name}: signature[{i}] bad regex: {e}") from None
-        sigs.append(Signature(pattern, float(sg.get("weight", 1.0)), sg.get("role", "cause")))
+    for sg in data.get("signature", []):
+        flags = re.I if sg.get("ignore_case", True) else 0
+        sigs.append(Signature(_req(sg, "pattern", path), flags, float(sg.get("weight", 1.0)), sg.get("role", "cause")))
     cases = []
     for i, tc in enumerate(data.get("test", [])):
         for key, fires in (("fires", True), ("quiet", False)):
