@@ -197,3 +197,12 @@ def test_missing_file_and_folder(tmp_path: Path) -> None:
 def test_streams_are_accepted() -> None:
     stream = io.BytesIO(codecs.BOM_UTF8 + b"No space left on device\n")
     assert [f.cause for f in diagnose(iter_chunks(stream, "pipe"), None, RULES).findings] == ["disk_space"]
+
+
+def test_error_lines_for_the_nothing_recognised_advice() -> None:
+    from olmo_doctor.diagnose.output import error_lines
+
+    text = "ok\nTraceback (most recent call last):\nValueError: odd\n" + "x\n" * 50 + "make: *** Error 2\n"
+    assert error_lines(text) == [(3, "ValueError: odd"), (54, "make: *** Error 2")]
+    assert error_lines(text, line0=101)[0] == (103, "ValueError: odd")  # a tail that starts further down
+    assert error_lines("-Werror=format is on\nall fine\n") == []

@@ -5,8 +5,9 @@
     findings = diagnose_file("build.log", facts)  # facts (e.g. from a report) sharpen the ranking
 
 The signatures live in the rules (`known_issues/*.toml`, `[[signature]]`), so one rule both checks a machine and
-recognises its failure in a log. `reader` turns any input into text chunks, `scan` finds the lines signatures
-match (fast, with a literal prefilter), `rank` orders the evidence so the root cause comes first.
+recognises its failure in a log. `reader` turns any input into UTF-8 chunks that end on line boundaries, `scan`
+finds the lines signatures match (fast: `literals` and `grams` build a prefilter), `rank` orders the evidence by
+cause so the root cause comes first, `present` words the findings and `output` prints them.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Diagnosis:
     elapsed_s: float = 0.0
     facts: Facts = field(default_factory=dict)
     tail: bytes = b""  # the log (or its last chunk when huge), for the "nothing recognised" advice
+    tail_line: int = 1  # the line number `tail` starts at
 
     @property
     def from_log(self) -> list[Finding]:
@@ -69,18 +71,22 @@ def diagnose(
     scanner = Scanner(_index(rules))
     hits: list[Hit] = []
     kept: list[bytes] = []
-    size = 0
+    kept_line, size = 1, 0
     for piece in chunks:
         chunk = piece.encode() if isinstance(piece, str) else piece
+        first_line = scanner.line
         hits += scanner.feed(chunk)
         size += len(chunk)
-        kept = [*kept, chunk] if size <= KEEP_TEXT else [chunk]
+        if size <= KEEP_TEXT:
+            kept.append(chunk)
+        else:
+            kept, kept_line = [chunk], first_line
     lines = scanner.line - 1
     evidence = rank(hits, rules, facts or {})
     confs = confidence(evidence)
     findings = [to_diagnosis(ev, facts or {}, c) for ev, c in zip(evidence, confs, strict=True)]
     return Diagnosis(findings, evidence, lines, size, time.perf_counter() - start, dict(facts or {}),
-                     b"".join(kept))
+                     b"".join(kept), kept_line)
 
 
 def diagnose_text(text: str, facts: Mapping[str, FactValue] | None = None) -> list[Finding]:

@@ -37,8 +37,9 @@ def to_json(diag: Diagnosis) -> dict[str, Any]:
     }
 
 
-def error_lines(text: str, first: int = 3, last: int = 2) -> list[tuple[int, str]]:
-    """The first and the last few lines that look like errors, as (line number, text)."""
+def error_lines(text: str, first: int = 3, last: int = 2, line0: int = 1) -> list[tuple[int, str]]:
+    """The first and the last few lines that look like errors, as (line number, text); `text` starts at line
+    `line0` of the log."""
     low = text.lower()
     starts: set[int] = set()
     for word in ERROR_WORDS:
@@ -61,7 +62,7 @@ def error_lines(text: str, first: int = 3, last: int = 2) -> list[tuple[int, str
         stop = text.find("\n", start)
         line = text[start : stop if stop >= 0 else len(text)].strip()
         if _ERROR_LINE.search(line):
-            found.append((text.count("\n", 0, start) + 1, line[:300]))
+            found.append((line0 + text.count("\n", 0, start), line[:300]))
     return found if len(found) <= first + last else found[:first] + found[-last:]
 
 
@@ -116,7 +117,7 @@ def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> No
 
 def _nothing(console: Console, diag: Diagnosis, name: str) -> None:
     console.print(f"[yellow bold]? No known root cause recognised in {escape(name)}.[/]")
-    errors = error_lines(diag.tail.decode("utf-8", "replace"))
+    errors = error_lines(diag.tail.decode("utf-8", "replace"), line0=diag.tail_line)
     if errors:
         console.print("  It does contain error lines; the first one is usually the root cause:")
         for number, line in errors:
