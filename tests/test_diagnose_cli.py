@@ -110,3 +110,12 @@ def test_here_uses_this_machines_facts(monkeypatch: pytest.MonkeyPatch) -> None:
     assert data["facts"]["shm.size_gb"] == 0.06
     top = data["findings"][0]
     assert top["cause"] == "nccl_shm" and top["title"].startswith("Shared memory")
+
+
+def test_symptoms_alone_do_not_name_a_cause(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("step 100 loss 2.31\nstep 101 loss 2.30\nKilled\n")
+    res = runner.invoke(app, ["diagnose", str(log)])
+    assert res.exit_code == 0, res.output
+    assert "No known root cause" in res.output and "Root cause" not in res.output
+    assert "Lines that often follow these causes" in res.output and "OD210" in res.output

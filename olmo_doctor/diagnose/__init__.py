@@ -44,6 +44,12 @@ class Diagnosis:
     tail_line: int = 1  # the line number `tail` starts at
 
     @property
+    def found(self) -> bool:
+        """Was a cause found? A cause line in the log, or a cause the facts confirm; lines that only echo many
+        causes (symptoms) are not enough."""
+        return any(ev.tier != 2 for ev in self.evidence)
+
+    @property
     def from_log(self) -> list[Finding]:
         """Findings the log itself shows (the rest come from machine facts alone)."""
         return [f for f, ev in zip(self.findings, self.evidence, strict=True) if ev.hits]

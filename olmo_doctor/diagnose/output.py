@@ -90,9 +90,10 @@ def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> No
     console.print(f"[bold]olmo-doctor diagnose[/] · {escape(name)} · {diag.lines:,} lines{facts} · "
                   f"{diag.elapsed_s:.2f} s\n")
     pairs = list(zip(diag.findings, diag.evidence, strict=True))
-    logged = [(f, ev) for f, ev in pairs if ev.hits]
+    named = [(f, ev) for f, ev in pairs if ev.hits and ev.tier < 2]  # a cause line, or symptoms the facts back
+    echoes = [(f, ev) for f, ev in pairs if ev.tier == 2]  # only lines that follow many causes
     facts_only = [(f, ev) for f, ev in pairs if not ev.hits]
-    for i, (finding, ev) in enumerate(logged):
+    for i, (finding, ev) in enumerate(named):
         if i == 1:
             console.print("[bold]Other possible causes[/] (less likely):\n")
         label = "Root cause: " if i == 0 and ev.tier == 0 else "Likely cause: " if i == 0 else f"{i + 1}. "
@@ -102,17 +103,24 @@ def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> No
         _quote(console, finding, ev)
         _block(console, finding, "")
         console.print()
+    if not named:
+        _nothing(console, diag, name)
+    if echoes:
+        console.print("[bold]Lines that often follow these causes[/] (not enough to name one):")
+        for finding, ev in echoes:
+            console.print(f" • {finding.code} {escape(finding.title)} [dim](olmo-doctor explain {finding.code})[/]",
+                          overflow="fold")
+            _quote(console, finding, ev)
+        console.print()
     if facts_only:
         console.print("[bold]Also on this machine[/] (from its facts; the log does not show it):")
         for finding, _ev in facts_only:
             console.print(f" {MARK[finding.severity]} {finding.code} {escape(finding.title)} "
                           f"[dim](olmo-doctor explain {finding.code})[/]", overflow="fold")
         console.print()
-    if logged:
-        codes = " / ".join(f.code for f, _ in logged[:2])
+    if named:
+        codes = " / ".join(f.code for f, _ in named[:2])
         console.print(f"[dim]Details and sources: olmo-doctor explain {codes}[/]")
-        return
-    _nothing(console, diag, name)
 
 
 def _nothing(console: Console, diag: Diagnosis, name: str) -> None:
@@ -136,3 +144,4 @@ def _nothing(console: Console, diag: Diagnosis, name: str) -> None:
     ]
     for tip in tips:
         console.print(f"    • {tip}", overflow="fold")
+    console.print()
