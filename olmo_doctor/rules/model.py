@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from olmo_doctor.findings import SEVERITY_ORDER
+from olmo_doctor.fix.actions import actions_error
 from olmo_doctor.resources import data_dir, user_cache_dir
 from olmo_doctor.rules.expr import ExprError, compile_expr
 
@@ -132,6 +133,8 @@ def parse_rule(data: dict[str, Any], path: Path) -> Rule:
             raise RuleError(f"{path.name}: fix[{i}].applicability must be one of {APPLICABILITY}")
         if app != "manual" and "action" not in fx:
             raise RuleError(f"{path.name}: fix[{i}] is {app} but has no typed 'action' for fix --apply")
+        if "action" in fx and (err := actions_error(fx["action"], app)):
+            raise RuleError(f"{path.name}: fix[{i}].action: {err} (see known_issues/SCHEMA.md, Fix actions)")
         fixes.append(FixSpec(_req(fx, "title", path), app, tuple(fx.get("commands", [])), fx.get("action")))
     sigs = []
     for sg in data.get("signature", []):
