@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from olmo.attention import BACKENDS
 from olmo.config import ModelConfig
+from olmo.loss import fused_linear_cross_entropy
 
 
 class RMSNorm(nn.Module):
@@ -115,13 +116,22 @@ class Block(nn.Module):
 
 
 class LMHead(nn.Module):
+    """Final norm and output projection. Given labels it returns the loss instead of the logits, by default
+    without materialising them (olmo.loss); `fused_loss = False` takes the plain logits route."""
+
     def __init__(self, d_model: int, vocab_size: int, eps: float):
         super().__init__()
         self.norm = RMSNorm(d_model, eps)
         self.w_out = nn.Linear(d_model, vocab_size, bias=False)
+        self.fused_loss = True
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w_out(self.norm(x))
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None, z_loss_multiplier: float = 0.0
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        if labels is None:
+            return self.w_out(self.norm(x))
+        if self.fused_loss:
+            return fused_linear_cross_entropy(self.norm(x), self.w_out.weight, labels, z_loss_multiplier)
+        return lm_loss(self.w_out(self.norm(x)), labels, z_loss_multiplier)
 
 
 class Transformer(nn.Module):
@@ -141,14 +151,18 @@ class Transformer(nn.Module):
         cos, sin = self._rope
         return cos[:t], sin[:t]
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Logits (B, T, vocab) for token ids (B, T)."""
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Logits (B, T, vocab) for token ids (B, T); with `labels` (B, T, -100 = no loss) the loss
+        (total, cross entropy, z-loss) instead, computed chunk by chunk without the full logits."""
         cos, sin = self.rope(input_ids.shape[1], input_ids.device)
         h = self.embeddings(input_ids)
         for block in self.blocks.values():
             h = block(h, cos, sin)
-        logits: torch.Tensor = self.lm_head(h)
-        return logits
+        if labels is None:
+            logits: torch.Tensor = self.lm_head(h)
+            return logits
+        return self.lm_head(h, labels, self.cfg.z_loss_multiplier)
 
     @torch.no_grad()
     def init_weights(self, seed: int) -> None:

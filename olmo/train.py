@@ -31,7 +31,7 @@ from olmo.config import ConfigError, TrainConfig, check_vocab, validate
 from olmo.data import DataLoader, TokenWindows, eval_batches, open_source, split_indices
 from olmo.fsutil import atomic_write_bytes
 from olmo.metrics import MetricsLog, mfu, peak_flops
-from olmo.model import Transformer, build_model, lm_loss
+from olmo.model import Transformer, build_model
 from olmo.optim import build_optimizer, lr_at
 from olmo.parallel import World, autocast_dtype, parallelize, resolve_device, world_from_env
 from olmo.recipe import config_to_dict, to_yaml
@@ -166,8 +166,7 @@ def train_step(s: Setup, micro_batches: list[torch.Tensor], lr: float) -> tuple[
         tokens = mb.to(s.device, non_blocking=True)
         labels = torch.cat([tokens[:, 1:], torch.full_like(tokens[:, :1], -100)], dim=1)
         with torch.autocast(s.device.type, dtype=s.amp) if s.amp else contextlib.nullcontext():
-            logits = s.model(tokens)
-        loss, ce, _ = lm_loss(logits, labels, s.cfg.model.z_loss_multiplier)
+            loss, ce, _ = s.model(tokens, labels=labels)
         (loss / n).backward()
         ce_sum += ce.detach()
     clip = s.cfg.optim.grad_clip or math.inf
@@ -187,8 +186,7 @@ def evaluate(s: Setup) -> float | None:
         tokens = mb.to(s.device)
         labels = torch.cat([tokens[:, 1:], torch.full_like(tokens[:, :1], -100)], dim=1)
         with torch.autocast(s.device.type, dtype=s.amp) if s.amp else contextlib.nullcontext():
-            logits = s.model(tokens)
-        total += lm_loss(logits, labels, 0.0)[1].item()
+            total += s.model(tokens, labels=labels)[1].item()
     s.model.train()
     return total / len(s.val)
 
