@@ -56,6 +56,7 @@ class ModelConfig:
     init_std: float = 0.02  # truncated normal (cut at 3 std) for every linear and the embedding
     z_loss_multiplier: float = 1e-5  # softmax auxiliary loss; 0 turns it off
     attn_backend: str = "sdpa"  # a name in olmo.attention.BACKENDS: sdpa, flash_attn, eager
+    fuse_projections: bool = False  # q/k/v and gate/up as one matmul each (same parameters, same math)
 
     @property
     def n_kv(self) -> int:

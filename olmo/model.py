@@ -74,10 +74,15 @@ class Attention(nn.Module):
         self.w_out = nn.Linear(cfg.n_heads * hd, d, bias=False)
         self.q_norm = RMSNorm(cfg.n_heads * hd, cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(self.n_kv * hd, cfg.norm_eps) if cfg.qk_norm else None
+        self.fused_qkv = cfg.fuse_projections
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
-        q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)
+        if self.fused_qkv:  # one (d, 3d) matmul instead of three; the parameters keep OLMo-core's names
+            w = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])
+            q, k, v = F.linear(x, w).split([self.w_q.out_features, self.w_k.out_features, self.w_v.out_features], -1)
+        else:
+            q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)
         if self.q_norm is not None and self.k_norm is not None:  # over the whole projection, before the head split
             q, k = self.q_norm(q), self.k_norm(k)
         q = apply_rope(q.view(b, t, self.n_heads, self.head_dim), cos, sin)
@@ -90,13 +95,17 @@ class Attention(nn.Module):
 class FeedForward(nn.Module):
     """SwiGLU: w2(silu(w1 x) * w3 x)."""
 
-    def __init__(self, d_model: int, hidden: int):
+    def __init__(self, d_model: int, hidden: int, fused: bool = False):
         super().__init__()
         self.w1 = nn.Linear(d_model, hidden, bias=False)
         self.w2 = nn.Linear(hidden, d_model, bias=False)
         self.w3 = nn.Linear(d_model, hidden, bias=False)
+        self.fused = fused
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused:  # gate and up projections as one matmul
+            gate, up = F.linear(x, torch.cat([self.w1.weight, self.w3.weight])).chunk(2, dim=-1)
+            return self.w2(F.silu(gate) * up)
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
@@ -107,7 +116,7 @@ class Block(nn.Module):
         super().__init__()
         self.attention = Attention(cfg, layer)
         self.attention_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.feed_forward = FeedForward(cfg.d_model, cfg.mlp_hidden)
+        self.feed_forward = FeedForward(cfg.d_model, cfg.mlp_hidden, cfg.fuse_projections)
         self.feed_forward_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

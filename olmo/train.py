@@ -138,7 +138,8 @@ def _check_resumed_config(saved: dict[str, Any], cfg: TrainConfig, say: Any) -> 
     changed = [f"{sec}.{k}" for sec in ("model", "data", "optim") for k in now[sec]
                if saved.get(sec, {}).get(k) != now[sec][k]]
     changed += [k for k in now if not isinstance(now[k], dict) and saved.get(k) != now[k]]
-    model_changes = [c for c in changed if c.startswith("model.") and c != "model.attn_backend"]
+    runtime_only = ("model.attn_backend", "model.fuse_projections")  # how it runs, not what it is
+    model_changes = [c for c in changed if c.startswith("model.") and c not in runtime_only]
     if model_changes:
         raise ConfigError(f"the checkpoint's model differs from the recipe ({', '.join(model_changes)}); "
                           "resume with the original model settings or start a new run_dir")
