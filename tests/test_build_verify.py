@@ -1,0 +1,78 @@
+"""Verification: judging GPU numbers, the attention-backend state file, and (on a GPU) the real check."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from olmo_doctor.build import verify
+
+RAW = {
+    "gpu": "NVIDIA H200",
+    "compute_capability": "9.0",
+    "torch": "2.11.0+cu130",
+    "version": "2.8.3.post2",
+    "shape": {"batch": 4, "seq": 4096, "heads": 16, "head_dim": 128},
+    "dtype": "bfloat16",
+    "causal": True,
+    "rel_error_bound": 2e-2,
+    "max_rel_error": 1.9e-3,
+    "kernel_ms": 3.44,
+    "sdpa_ms": 2.09,
+    "local_rel_error": 2.1e-3,
+    "outside_subset": "This flash-attn build (olmo-doctor --subset olmo) has ...",
+}
+
+
+def test_judge_picks_the_faster_backend_and_checks_errors() -> None:
+    r = verify.judge("flash-attn", RAW, [128])
+    assert r["ok"] and r["faster"] == "sdpa" and r["speedup"] == pytest.approx(3.44 / 2.09, rel=1e-3)
+    fast = verify.judge("flash-attn", {**RAW, "kernel_ms": 1.5}, [128])
+    assert fast["faster"] == "flash-attn"
+    bad = verify.judge("flash-attn", {**RAW, "max_rel_error": 0.5}, [128])
+    assert not bad["ok"] and "exceeds" in bad["problems"][0]
+    crash = verify.judge("flash-attn", {**RAW, "outside_subset": "no error raised"}, [128])
+    assert not crash["ok"] and "did not raise" in crash["problems"][0]
+    assert verify.judge("flash-attn", {**RAW, "outside_subset": "x"}, [])["ok"]  # full build: not checked
+    xf = verify.judge("xformers", {**RAW, "cuda_build": False}, [])
+    assert not xf["ok"] and "xformers.info" in xf["problems"][0]
+
+
+def test_record_replaces_per_gpu_torch_package(tmp_path: Path) -> None:
+    path = tmp_path / "attention_backends.json"
+    verify.record(verify.judge("flash-attn", RAW, [128]), path)
+    verify.record(verify.judge("xformers", {**RAW, "cuda_build": True, "kernel_ms": 2.5}, []), path)
+    verify.record(verify.judge("flash-attn", {**RAW, "kernel_ms": 1.8}, [128]), path)
+    data = json.loads(path.read_text())
+    assert data["schema"] == 1 and len(data["results"]) == 2
+    assert {r["package"]: r["kernel_ms"] for r in data["results"]} == {"flash-attn": 1.8, "xformers": 2.5}
+    assert verify.preferred_backend("NVIDIA H200", "2.11.0+cu130", path) == "flash-attn"
+    assert verify.preferred_backend("NVIDIA A100-SXM4-80GB", "2.11.0+cu130", path) == "sdpa"
+    assert verify.preferred_backend("NVIDIA H200", "2.12.0+cu130", path) == "sdpa"
+    verify.record(verify.judge("flash-attn", {**RAW, "kernel_ms": 1.8, "max_rel_error": 1.0}, [128]), path)
+    assert verify.preferred_backend("NVIDIA H200", "2.11.0+cu130", path) == "sdpa"  # wrong results never win
+    assert verify.preferred_backend("x", "y", tmp_path / "missing.json") == "sdpa"
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except ImportError:
+        return False
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    not _cuda() or importlib.util.find_spec("flash_attn") is None,
+    reason="needs a CUDA GPU with flash-attn installed",
+)
+def test_gpu_check_of_installed_flash_attn() -> None:
+    r = verify.verify("flash-attn", sys.executable, [], shape="2,1024,8,128")
+    assert r["ok"], r.get("problems")
+    assert r["max_rel_error"] <= r["rel_error_bound"] and r["faster"] in ("sdpa", "flash-attn")
