@@ -54,6 +54,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         ),
         (("--version", "1.0.0", "--from-report", str(FIXTURE)), "no recipe pins flash-attn==1.0.0"),
         (("--source", str(tmp_path / "nope")), "no such file or folder"),
+        (("--package", "flash-attn-3", "--from-report", str(FIXTURE)), "has no sdist on PyPI; pass --source"),
         (("--from-report", str(not_report)), "report"),
     ):
         proc = _cli(*args)

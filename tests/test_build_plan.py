@@ -22,7 +22,8 @@ def _plan(facts, recipe=FA, **req):
 
 def test_recipes_load_and_pin_real_hashes():
     recipes = {r.package: r for r in all_recipes()}
-    assert set(recipes) == {"flash-attn", "xformers"}
+    assert set(recipes) == {"flash-attn", "xformers", "flash-attn-3"}
+    assert recipes["flash-attn-3"].needs_source and not recipes["flash-attn"].needs_source
     assert recipes["flash-attn"].version == "2.8.3.post2"
     assert recipes["flash-attn"].sha256 == "d0f9f0b08a986cdeadbffcf5ec8b3a8f514366c68ad1853d3ab061bc83cc340b"
     assert recipes["xformers"].version == "0.0.35"
@@ -165,3 +166,18 @@ def test_plan_json_is_complete():
     ):
         assert key in j
     assert j["source"]["sha256"] == FA.sha256 and j["ok"] is True
+
+
+def test_flash_attention_3_from_a_git_checkout(tmp_path) -> None:
+    fa3 = find_recipe("flash-attn-3")
+    p = plan_build(
+        H200, fa3, BuildRequest(package="flash-attn-3", source="/src/flash-attention", subset="olmo")
+    )
+    assert p.ok and p.archs == ["90a"] and p.translation_units == 4
+    assert p.argv[-1].endswith("/src/hopper")  # hopper/setup.py builds flash_attn_3
+    assert p.env["FLASH_ATTENTION_OFFLINE_BUILD"] == "TRUE"  # never download a toolchain
+    for flag in ("SM80", "FP16", "FP8", "HDIM64", "HDIM256", "SPLIT", "PAGEDKV", "SOFTCAP"):
+        assert p.env[f"FLASH_ATTENTION_DISABLE_{flag}"] == "TRUE"
+    assert "FLASH_ATTENTION_DISABLE_LOCAL" not in p.env and "FLASH_ATTENTION_DISABLE_BACKWARD" not in p.env
+    assert "FLASH_ATTN_CUDA_ARCHS" not in p.env and "TORCH_CUDA_ARCH_LIST" not in p.env
+    assert [b.code for b in plan_build(A100, fa3, BuildRequest(package="flash-attn-3")).blockers] == ["BK002"]

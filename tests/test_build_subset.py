@@ -4,7 +4,6 @@ pip into the user cache, sha256 checked; skipped with the reason when the regist
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import tarfile
 from pathlib import Path
@@ -36,8 +35,14 @@ def sdist() -> Path:
 
 @pytest.fixture()
 def tree(sdist: Path, tmp_path: Path) -> Path:
+    """setup.py and csrc/flash_attn/ of the real sdist (what the transformation reads; CUTLASS left out)."""
     with tarfile.open(sdist) as tar:
-        tar.extractall(tmp_path, filter="data")
+        keep = [
+            m
+            for m in tar.getmembers()
+            if m.name.split("/", 1)[-1] == "setup.py" or "/csrc/flash_attn/" in m.name
+        ]
+        tar.extractall(tmp_path, members=keep, filter="data")
     return tmp_path / "flash_attn-2.8.3.post2"
 
 
@@ -102,10 +107,26 @@ def test_unknown_source_fails_loudly_and_leaves_tree_untouched(tree: Path) -> No
 def test_prepare_copies_and_catches_a_checkout_without_submodules(
     sdist: Path, tree: Path, tmp_path: Path
 ) -> None:
-    shutil.rmtree(tree / "csrc" / "cutlass")
-    (tree / "csrc" / "cutlass").mkdir()  # what `git clone` without --recursive leaves
+    (tree / "csrc" / "cutlass").mkdir()  # what `git clone` without --recursive leaves: an empty folder
     (tree / ".git").mkdir()
     with pytest.raises(UsageError, match="git submodule update --init csrc/cutlass"):
         prepare(FA, str(tree), tmp_path / "work", sys.executable)
     got = prepare(FA, str(sdist), tmp_path / "work2", sys.executable)  # a local sdist file
     assert (got / FA.submodule_marker).is_file() and got == tmp_path / "work2" / "src"
+
+
+def test_flash_attention_3_checkout_layout(tmp_path: Path) -> None:
+    fa3 = find_recipe("flash-attn-3")
+    repo = tmp_path / "flash-attention"
+    (repo / "hopper").mkdir(parents=True)
+    (repo / "hopper" / "setup.py").write_text("# stand-in\n")
+    (repo / ".git").mkdir()
+    with pytest.raises(UsageError, match="git submodule update --init csrc/cutlass"):
+        prepare(fa3, str(repo), tmp_path / "work", sys.executable)
+    marker = repo / fa3.submodule_marker
+    marker.parent.mkdir(parents=True)
+    marker.write_text("// cutlass\n")
+    got = prepare(fa3, str(repo), tmp_path / "work", sys.executable)
+    assert (got / "hopper" / "setup.py").is_file() and not (got / ".git").exists()
+    assert apply_subset(got, fa3.subsets["olmo"])  # env-only subset: the tree is not edited
+    assert (got / "hopper" / "setup.py").read_text() == "# stand-in\n"
