@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(help="Plan for the machine in this report (collect_env output); implies --dry-run."),
         ] = None,
-        rebuild: Annotated[bool, typer.Option(help="Ignore a cached wheel and compile again.")] = False,
+        rebuild: Annotated[bool, typer.Option("--rebuild", help="Ignore a cached wheel and compile again.")] = False,
         verify_gpu: Annotated[
             bool, typer.Option("--verify/--no-verify", help="Check the kernels on the GPU.")
         ] = True,
