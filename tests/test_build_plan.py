@@ -146,7 +146,9 @@ def test_cache_key_changes_with_torch_archs_python_and_subset():
     ):
         assert _plan({**H200, **changed}).cache_digest != base.cache_digest, changed
     assert _plan(H200, subset="olmo").cache_digest != base.cache_digest
-    assert _plan(H200, source="/src/flash-attention").cache_digest != base.cache_digest
+    checkout = _plan(H200, source="/src/flash-attention", source_id="a")
+    assert checkout.cache_digest != base.cache_digest
+    assert _plan(H200, source="/src/flash-attention", source_id="b").cache_digest != checkout.cache_digest
     assert base.cache_key["python_abi"] == "cp312" and base.cache_key["archs"] == ["90"]
 
 

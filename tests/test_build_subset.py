@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from olmo_doctor.build.recipes import find_recipe
-from olmo_doctor.build.source import fetch_sdist, prepare, sha256_of
+from olmo_doctor.build.source import fetch_sdist, fingerprint, prepare, sha256_of
 from olmo_doctor.build.subset import (
     MARKER,
     SubsetError,
@@ -130,3 +130,7 @@ def test_flash_attention_3_checkout_layout(tmp_path: Path) -> None:
     assert (got / "hopper" / "setup.py").is_file() and not (got / ".git").exists()
     assert apply_subset(got, fa3.subsets["olmo"])  # env-only subset: the tree is not edited
     assert (got / "hopper" / "setup.py").read_text() == "# stand-in\n"
+    before = fingerprint(repo)
+    assert fingerprint(repo) == before
+    (repo / "hopper" / "setup.py").write_text("# edited checkout\n")
+    assert fingerprint(repo) != before  # the wheel cache must not reuse a build of the old tree

@@ -29,6 +29,7 @@ class BuildRequest:
     package: str
     version: str | None = None
     source: str | None = None  # a local sdist file or a source tree; None = the recipe's sdist from PyPI
+    source_id: str | None = None  # fingerprint of `source` (source.fingerprint), part of the cache key
     subset: str | None = None
     jobs: int | None = None
     archs: tuple[str, ...] = ()  # compute capabilities to target instead of the GPUs present ('9.0')
@@ -226,6 +227,7 @@ def plan_build(
         "platform": facts.get("os.arch"),
         "source_sha256": None if request.source else recipe.sha256,
         "source_path": request.source,
+        "source_id": request.source_id,
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     root = Path(request.work_root).expanduser()

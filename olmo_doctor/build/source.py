@@ -75,6 +75,20 @@ def fetch_sdist(recipe: Recipe, python: str, cache: Path | None = None, timeout:
     return target
 
 
+def fingerprint(source: Path) -> str:
+    """What identifies a --source for the wheel cache: a file's sha256, a tree's file names, sizes and
+    modification times (so an edited or updated checkout at the same path never reuses a stale wheel)."""
+    if source.is_file():
+        return sha256_of(source)
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(source):
+        dirs[:] = sorted(d for d in dirs if d not in (".git", "build", "dist", "__pycache__"))
+        for name in sorted(files):
+            st = (Path(root) / name).stat()
+            h.update(f"{os.path.relpath(root, source)}/{name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
 def check_tree(tree: Path, recipe: Recipe) -> None:
     """A git checkout without submodules has no CUTLASS; say so before a compile fails on cute/tensor.hpp."""
     if not (tree / recipe.subdir / "setup.py").is_file():

@@ -53,7 +53,9 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(help="Plan for the machine in this report (collect_env output); implies --dry-run."),
         ] = None,
-        rebuild: Annotated[bool, typer.Option("--rebuild", help="Ignore a cached wheel and compile again.")] = False,
+        rebuild: Annotated[
+            bool, typer.Option("--rebuild", help="Ignore a cached wheel and compile again.")
+        ] = False,
         verify_gpu: Annotated[
             bool, typer.Option("--verify/--no-verify", help="Check the kernels on the GPU.")
         ] = True,
@@ -85,6 +87,7 @@ def _plans(
     from_report: str | None,
 ) -> list[Any]:
     from olmo_doctor.build import machine, plan, recipes
+    from olmo_doctor.build.source import fingerprint
     from olmo_doctor.resources import user_cache_dir
     from olmo_doctor.rules.engine import run_rules
 
@@ -119,6 +122,7 @@ def _plans(
             package=recipe.package,
             version=version,
             source=src,
+            source_id=fingerprint(Path(src).expanduser()) if src else None,
             subset=subset if subset in recipe.subsets else None,
             jobs=jobs,
             archs=archs,
