@@ -84,3 +84,28 @@ def test_gpu_check_of_installed_flash_attn() -> None:
     r = verify.verify("flash-attn", sys.executable, [], shape="2,1024,8,128")
     assert r["ok"], r.get("problems")
     assert r["max_rel_error"] <= r["rel_error_bound"] and r["faster"] in ("sdpa", "flash-attn")
+
+
+def _naive_attention(q, k, v, causal=True):
+    """Textbook softmax(QK^T / sqrt(d)) V in float32, (batch, seq, heads, dim) layout."""
+    import torch
+
+    qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
+    scores = qf @ kf.transpose(-1, -2) / qf.shape[-1] ** 0.5
+    if causal:
+        t = scores.shape[-1]
+        scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    return (scores.softmax(-1) @ vf).transpose(1, 2).to(q.dtype)
+
+
+def test_gpucheck_comparison_harness_on_cpu() -> None:
+    """The fwd+bwd comparison the GPU check runs, with a known-good and a known-wrong kernel."""
+    from olmo_doctor.build import gpucheck
+
+    shape = (1, 64, 2, 32)
+    good = gpucheck._compare(_naive_attention, shape, device="cpu")
+    assert set(good["rel_errors"]) == {"out", "dq", "dk", "dv"}
+    assert good["max_rel_error"] < gpucheck.REL_ERROR_BOUND
+    assert good["kernel_ms"] > 0 and good["sdpa_ms"] > 0
+    wrong = gpucheck._compare(lambda q, k, v: _naive_attention(q, k, v, causal=False), shape, device="cpu")
+    assert wrong["max_rel_error"] > 10 * gpucheck.REL_ERROR_BOUND  # a non-causal kernel is caught

@@ -23,13 +23,20 @@ def _rel(a: Any, b: Any) -> float:
     return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-12))
 
 
-def _time_ms(fn: Any, iters: int = 20, warmup: int = 3) -> float:
+def _time_ms(fn: Any, device: str = "cuda", iters: int = 20, warmup: int = 3) -> float:
+    import time
+
     import torch
 
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(iters):
+        if device == "cpu":  # the harness's own CPU test
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+            continue
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
@@ -39,12 +46,12 @@ def _time_ms(fn: Any, iters: int = 20, warmup: int = 3) -> float:
     return statistics.median(times)
 
 
-def _inputs(shape: tuple[int, int, int, int]) -> tuple[Any, ...]:
+def _inputs(shape: tuple[int, int, int, int], device: str = "cuda") -> tuple[Any, ...]:
     import torch
 
     torch.manual_seed(0)
-    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    return q, k, v, torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    q, k, v = (torch.randn(shape, device=device, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    return q, k, v, torch.randn(shape, device=device, dtype=torch.bfloat16)
 
 
 def _sdpa(q: Any, k: Any, v: Any, causal: bool = True, mask: Any = None) -> Any:
@@ -61,8 +68,8 @@ def _sdpa(q: Any, k: Any, v: Any, causal: bool = True, mask: Any = None) -> Any:
     return out.transpose(1, 2)
 
 
-def _compare(kernel: Any, shape: tuple[int, int, int, int]) -> dict[str, Any]:
-    q, k, v, g = _inputs(shape)
+def _compare(kernel: Any, shape: tuple[int, int, int, int], device: str = "cuda") -> dict[str, Any]:
+    q, k, v, g = _inputs(shape, device)
     errors: dict[str, float] = {}
     outs = []
     for fn in (kernel, _sdpa):
@@ -79,8 +86,8 @@ def _compare(kernel: Any, shape: tuple[int, int, int, int]) -> dict[str, Any]:
     return {
         "rel_errors": errors,
         "max_rel_error": max(errors.values()),
-        "kernel_ms": _time_ms(step(kernel)),
-        "sdpa_ms": _time_ms(step(_sdpa)),
+        "kernel_ms": _time_ms(step(kernel), device),
+        "sdpa_ms": _time_ms(step(_sdpa), device),
     }
 
 
