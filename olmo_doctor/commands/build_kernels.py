@@ -8,6 +8,7 @@ Exit codes: 0 built/installed and verified, 1 refused or failed, 2 bad input.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from enum import Enum
@@ -85,6 +86,7 @@ def _plans(
     jobs: int | None,
     archs: tuple[str, ...],
     from_report: str | None,
+    dry_run: bool = False,
 ) -> list[Any]:
     from olmo_doctor.build import machine, plan, recipes
     from olmo_doctor.build.source import fingerprint
@@ -114,9 +116,11 @@ def _plans(
             from olmo_doctor.build.source import sdist_cache_dir, sha256_of
 
             if sha256_of(Path(src)) == recipe.sha256:  # the pinned sdist carried by hand: same as a download
-                sdist_cache_dir().mkdir(parents=True, exist_ok=True)
-                if not (sdist_cache_dir() / recipe.sdist).exists():
-                    shutil.copy2(src, sdist_cache_dir() / recipe.sdist)
+                cached = sdist_cache_dir() / recipe.sdist
+                if not dry_run and not cached.exists():
+                    cached.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, cached.with_suffix(".part"))
+                    os.replace(cached.with_suffix(".part"), cached)
                 src = None
         request = plan.BuildRequest(
             package=recipe.package,
@@ -150,7 +154,7 @@ def run(
 
     console = Console(stderr=as_json)
     packages = ["flash-attn", "xformers"] if package == "all" else [package]
-    plans = _plans(packages, version, source, subset, jobs, archs, from_report)
+    plans = _plans(packages, version, source, subset, jobs, archs, from_report, dry_run)
     if dry_run:
         if as_json:
             print(json.dumps({"plans": [p.to_json() for _, p in plans]}, indent=1))
