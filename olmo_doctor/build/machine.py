@@ -31,8 +31,20 @@ def gather(from_report: str | None = None) -> Facts:
         api = None
     if api is not None and hasattr(api, "gather_facts"):
         facts: Facts = api.gather_facts(from_report=from_report)
-        return facts
+        # build-only facts the shared probes may not gather; theirs win where both know a key
+        return facts if from_report else merge(_build_extras(), facts)
     return _report_facts(Path(from_report)) if from_report else _local_facts()
+
+
+def _build_extras() -> Facts:
+    import shutil
+
+    return {
+        "python.version": platform.python_version(),
+        "python.executable": sys.executable,
+        "ninja.path": shutil.which("ninja"),
+        "ccache.path": shutil.which("ccache"),
+    }
 
 
 def torch_facts(python: str = sys.executable) -> Facts:
@@ -77,7 +89,6 @@ def _torch_version_file() -> Facts | None:
 
 
 def _local_facts() -> Facts:
-    import shutil
 
     from olmo_doctor.probes import compiler, cuda, gpu, system
     from olmo_doctor.run import run
@@ -88,12 +99,7 @@ def _local_facts() -> Facts:
         compiler.probe(run),
         system.probe(),
         torch_facts(),
-        {
-            "python.version": platform.python_version(),
-            "python.executable": sys.executable,
-            "ninja.path": shutil.which("ninja"),
-            "ccache.path": shutil.which("ccache"),
-        },
+        _build_extras(),
     )
 
 
