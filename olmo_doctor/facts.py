@@ -8,9 +8,8 @@ read them. `FACT_KEYS` documents every key a probe may emit; `docs` (olmo-doctor
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Union
 
-FactValue = Union[str, int, float, bool, list[str], None]
+FactValue = str | int | float | bool | list[str] | None
 Facts = dict[str, FactValue]
 
 # key -> one-line meaning. `gpu.N.*` keys exist for N in range(gpu.count); they are documented as gpu.N.
@@ -35,6 +34,7 @@ FACT_KEYS: dict[str, str] = {
     "cuda.home_env": "the CUDA_HOME environment variable as set, or null",
     "cuda.home_nvcc_version": "release of the nvcc inside cuda.home, when it exists",
     "cuda.home_has_headers": "whether cuda.home/include/cuda_runtime.h exists (torch compiles against it)",
+    "cuda.toolkit_root": "the real toolkit directory (with include/cuda_runtime.h) that nvcc belongs to",
     "nvcc.on_path_version": "release of the nvcc on PATH when it is another binary than nvcc.path",
     "cudnn.version": "system cuDNN version found by the loader cache, if any",
     # Host toolchain and C libraries
@@ -42,6 +42,8 @@ FACT_KEYS: dict[str, str] = {
     "gcc.path": "path of that compiler",
     "gcc.cc_env": "the CC environment variable, or null",
     "gcc.cxx_env": "the CXX environment variable, or null",
+    "gcc.is_clang": "true when the host compiler is clang",
+    "gcc.alternatives": "other g++-N compilers on PATH, as 'major:path' strings",
     "glibc.version": "glibc version, e.g. '2.39'",
     "libstdcxx.path": "the libstdc++.so.6 this Python process loads",
     "libstdcxx.glibcxx_max": "highest GLIBCXX_ symbol version it provides, e.g. '3.4.33'",
@@ -99,6 +101,7 @@ FACT_KEYS: dict[str, str] = {
     "xformers.import_ok": "whether xformers' C++/CUDA ops load against this torch",
     "xformers.import_error": "the import error, if any (first line)",
     "xformers.built_for_torch": "torch version xformers was built for (its build metadata)",
+    "xformers.has_cpp_library": "whether xformers reports its compiled C++/CUDA library as loaded",
     # environment variables that matter
     "env.TORCH_CUDA_ARCH_LIST": "as set in the environment",
     "env.FLASH_ATTN_CUDA_ARCHS": "as set in the environment",
@@ -112,6 +115,21 @@ FACT_KEYS: dict[str, str] = {
     # what the user plans to do (set by options, not probed)
     "plan.device": "device the planned training run uses: 'cuda', 'cpu', or null when unknown",
     "plan.data_workers": "DataLoader workers the planned run uses",
+    "probe.error": "a probe that failed unexpectedly (a bug report is welcome)",
+    # check --nccl: a real all-reduce over the visible GPUs
+    "nccl.ran": "whether the all-reduce probe ran (it needs 2+ GPUs)",
+    "nccl.skipped": "why it did not run",
+    "nccl.world": "number of GPUs (ranks) in the all-reduce",
+    "nccl.version": "NCCL version the ranks used",
+    "nccl.hang": "true when the all-reduce did not finish before the timeout",
+    "nccl.error": "the last error line of a failed run",
+    "nccl.busbw_gbps": "bus bandwidth of the largest all-reduce, GB/s (nccl-tests definition)",
+    "nccl.size_mb": "size of that all-reduce in MiB",
+    "nccl.correct": "whether every all-reduce returned the right sums",
+    "nccl.results": "per-size measurements as JSON strings",
+    "nccl.link": "link between GPU0 and GPU1 in nvidia-smi topo -m (NV18, PIX, SYS, ...)",
+    "nccl.link_peak_gbps": "that link's peak bandwidth per direction, GB/s",
+    "nccl.efficiency": "busbw / link peak",
     # deep probes (check --deep)
     "deep.nvcc_compile_ok": "a one-line .cu compiled with the chosen host compiler",
     "deep.nvcc_compile_error": "the compiler's first error line when that failed",

@@ -156,6 +156,19 @@ def min_nvcc_for_cc(cc: object) -> str | None:
     return None
 
 
+def last_nvcc_for_cc(cc: object) -> str | None:
+    """The newest toolkit in the table that still targets a compute capability (e.g. '7.0' -> '12.9': CUDA 13.0
+    removed sm_50-sm_72; '3.7' -> '11.8'); the newest listed toolkit when it was never removed."""
+    sm = cc_to_sm(cc)
+    if sm is None:
+        return None
+    last = None
+    for key, targets in NVCC_SM_TARGETS:
+        if sm in targets:
+            last = key
+    return last
+
+
 # GPU marketing name -> compute capability. Source: https://developer.nvidia.com/cuda-gpus and
 # https://developer.nvidia.com/cuda-legacy-gpus. Matched as case-insensitive substrings, most specific first.
 GPU_CC: list[tuple[str, str]] = [
@@ -251,3 +264,136 @@ def arch_list_covers(arch_list: object, cc: object) -> bool | None:
         if m.group(1) == "compute" and (a_major, a_minor) <= mm:
             return True
     return False
+
+
+# --- Rule helpers: TORCH_CUDA_ARCH_LIST, nvcc targets, libstdc++ and torch wheel indexes ---
+
+# Named entries torch.utils.cpp_extension._get_cuda_arch_flags expands (pytorch torch/utils/cpp_extension.py,
+# read in shared research kernels_build.md §3.1). Only the names whose expansion was read are listed.
+_NAMED_ARCHS: dict[str, str] = {
+    "ampere": "8.0;8.6+PTX", "ada": "8.9+PTX", "hopper": "9.0+PTX", "blackwell": "10.0;12.0+PTX",
+    "ampere+tegra": "8.7",
+}
+_ARCH_ENTRY = re.compile(r"^(\d+)\.(\d)([af]?)(\+ptx)?$")
+
+
+def cuda_arch_list(text: object) -> list[str] | None:
+    """A TORCH_CUDA_ARCH_LIST value ('9.0a', '8.0;8.6+PTX', 'Hopper', '7.5 8.0') in torch.cuda.get_arch_list()
+    form: ['sm_90a'], ['sm_80', 'sm_86', 'compute_86'], ... Entries torch would reject are skipped here (torch
+    itself raises 'Unknown CUDA arch'); None when nothing parses."""
+    if not isinstance(text, str):
+        return None
+    out: list[str] = []
+    for raw in re.split(r"[;\s,]+", text.strip()):
+        entry = _NAMED_ARCHS.get(raw.lower(), raw)
+        for part in entry.split(";"):
+            m = _ARCH_ENTRY.match(part.strip().lower())
+            if not m:
+                continue
+            code = f"{m.group(1)}{m.group(2)}{m.group(3)}"
+            out.append(f"sm_{code}")
+            if m.group(4):
+                out.append(f"compute_{code}")
+    return out or None
+
+
+def _nvcc_can_build(nvcc_mm: tuple[int, int], sm: int, suffix: str) -> bool:
+    targets = nvcc_sm_targets(f"{nvcc_mm[0]}.{nvcc_mm[1]}") or set()
+    if sm not in targets:
+        return False
+    # arch-specific 'a' targets: sm_90a from 12.0, the Blackwell ones arrive with their base sm (12.8/12.9);
+    # family 'f' targets from 12.9 (ptxas --help of NVIDIA's wheels, research doctor_anchors.md §4)
+    if suffix == "a" and sm == 90:
+        return nvcc_mm >= (12, 0)
+    if suffix == "f":
+        return nvcc_mm >= (12, 9)
+    return True
+
+
+def nvcc_arch_split(nvcc: object, arch_list: object) -> tuple[list[str], list[str]] | None:
+    """Entries of an arch list (get_arch_list form) that this nvcc cannot build, split into (too new for it,
+    dropped by it), as 'X.Y[a|f]' strings. Too new: introduced by a later toolkit. Dropped: older than every
+    target it has, or listed by an earlier toolkit (e.g. sm_70 on CUDA 13, sm_35 on CUDA 12). For nvcc older
+    than 11.8 (not in the table) only sm_89 and newer are known to be too new (first shipped in 11.8)."""
+    mm = major_minor(nvcc)
+    if mm is None or not isinstance(arch_list, list):
+        return None
+    targets = nvcc_sm_targets(nvcc)
+    too_new: list[str] = []
+    dropped: list[str] = []
+    for arch in arch_list:
+        m = re.match(r"(?:sm|compute)_(\d+)([af]?)$", str(arch))
+        if not m:
+            continue
+        sm, suffix = int(m.group(1)), m.group(2)
+        label = f"{sm // 10}.{sm % 10}{suffix}"
+        if label in too_new or label in dropped:
+            continue
+        if targets is None:
+            if sm >= 89:
+                too_new.append(label)
+            continue
+        if _nvcc_can_build(mm, sm, suffix):
+            continue
+        earlier = any(sm in t for key, t in NVCC_SM_TARGETS if (major_minor(key) or (0, 0)) < mm)
+        (dropped if sm < min(targets) or earlier else too_new).append(label)
+    return too_new, dropped
+
+
+def archs_too_new_for_nvcc(nvcc: object, arch_list: object) -> list[str] | None:
+    split = nvcc_arch_split(nvcc, arch_list)
+    return split[0] if split else None
+
+
+def archs_dropped_by_nvcc(nvcc: object, arch_list: object) -> list[str] | None:
+    split = nvcc_arch_split(nvcc, arch_list)
+    return split[1] if split else None
+
+
+def glibcxx_for_gcc(gcc: object) -> str | None:
+    """Highest GLIBCXX_ symbol version that a GCC release's libstdc++ exports (GLIBCXX_FIRST_GCC above;
+    libstdc++ ABI manual https://gcc.gnu.org/onlinedocs/libstdc++/manual/abi.html). Code compiled by that GCC
+    may need it."""
+    mm = major_minor(gcc)
+    if mm is None:
+        return None
+    best: str | None = None
+    for glibcxx, first in GLIBCXX_FIRST_GCC.items():
+        fmm = major_minor(first)
+        if fmm is not None and fmm <= mm:
+            best = glibcxx
+    return best
+
+
+# Wheel indexes of current torch releases (pytorch RELEASE.md support matrix: 2.11 ships cu126, cu128, cu130;
+# cu118 last in 2.7). A CUDA 12.x toolkit builds against any cu12x torch (only the major must match).
+def torch_index_for_cuda(cuda: object) -> str | None:
+    """The download.pytorch.org index ('cu130', 'cu128', 'cu126', 'cu118') whose torch matches a CUDA
+    version's major without exceeding it where possible; None for CUDA < 11."""
+    mm = major_minor(cuda)
+    if mm is None:
+        return None
+    if mm[0] >= 13:
+        return "cu130"
+    if mm[0] == 12:
+        return "cu128" if mm >= (12, 8) else "cu126"
+    if mm[0] == 11:
+        return "cu118"
+    return None
+
+
+def torch_index_for_driver(driver: object) -> str | None:
+    """The newest torch wheel index this Linux driver runs: the CUDA of the highest GA floor it meets
+    (DRIVER_FLOOR_LINUX), any cu12x from 525.60.13 and cu118 from 450.80.02 through minor-version
+    compatibility (DRIVER_FLOOR_MAJOR); None when it is older than that."""
+    v = parse_version(driver)
+    if v is None:
+        return None
+    best: str | None = None
+    for cuda, floor in DRIVER_FLOOR_LINUX.items():
+        fv = parse_version(floor)
+        if fv is not None and fv <= v:
+            best = cuda
+    if best is not None:
+        return torch_index_for_cuda(best)
+    return "cu118" if v >= (parse_version(DRIVER_FLOOR_MAJOR[11]) or v) else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from olmo_doctor.rules.engine import fires, to_finding
@@ -17,6 +19,15 @@ def test_rules_load_and_have_cases() -> None:
         assert any(c.fires for c in rule.cases) or not (rule.when or rule.check), f"{rule.code}: no firing case"
         if rule.when or rule.check:
             assert any(not c.fires for c in rule.cases), f"{rule.code}: no quiet case"
+
+
+def test_every_signature_compiles() -> None:
+    for rule in RULES:
+        for i, sig in enumerate(rule.signatures):
+            try:
+                sig.pattern  # noqa: B018 - compiling is the test
+            except re.error as e:
+                pytest.fail(f"{rule.code} signature[{i}] {sig.source!r}: {e}")
 
 
 def test_causes_are_from_vocabulary() -> None:

@@ -1,14 +1,43 @@
-"""`olmo-doctor check`: placeholder until its issue lands; exits 2 with a clear line."""
+"""`olmo-doctor check`: probe this machine (or replay a report), judge it, print findings and env flags."""
 
 from __future__ import annotations
 
-import typer
+from pathlib import Path
+from typing import Annotated
 
-from olmo_doctor.errors import UsageError
+import typer
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("check", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def _cmd() -> None:
-        """(not available yet in this build)"""
-        raise UsageError("'check' is not available in this build yet")
+    @app.command("check")
+    def check(
+        json_out: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+        scope: Annotated[
+            str, typer.Option(help="install (can we build kernels), train (can we train), or all.")
+        ] = "all",
+        from_report: Annotated[
+            Path | None,
+            typer.Option("--from-report", help="Diagnose another machine from its collect_env output or report."),
+        ] = None,
+        deep: Annotated[bool, typer.Option(help="Also compile a 1-line .cu with the chosen host compiler.")] = False,
+        device: Annotated[
+            str | None, typer.Option(help="Device the planned training uses: cuda or cpu (default: cuda for train).")
+        ] = None,
+        verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also print info findings in full.")] = False,
+        nccl: Annotated[
+            bool, typer.Option(help="Also run an all-reduce over the visible GPUs and judge its bandwidth.")
+        ] = False,
+    ) -> None:
+        """Check this machine for building OLMo's kernels and training; exit 1 when something is broken."""
+        from olmo_doctor.api import run_check
+
+        result = run_check(scope=scope, from_report=from_report, plan_device=device, deep=deep, nccl=nccl)
+        if json_out:
+            from olmo_doctor.render import dumps
+
+            typer.echo(dumps(result))
+        else:
+            from olmo_doctor.commands.check_text import print_result
+
+            print_result(result, verbose=verbose)
+        raise typer.Exit(1 if result.has_errors else 0)

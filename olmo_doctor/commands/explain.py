@@ -1,4 +1,4 @@
-"""`olmo-doctor explain`: placeholder until its issue lands; exits 2 with a clear line."""
+"""`olmo-doctor explain CODE`: a rule's documentation (what, why, example, fixes, sources)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,32 @@ from olmo_doctor.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("explain", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def _cmd() -> None:
-        """(not available yet in this build)"""
-        raise UsageError("'explain' is not available in this build yet")
+    @app.command("explain")
+    def explain(code: str = typer.Argument(..., help="Rule code (OD101) or name.")) -> None:
+        """Explain one rule: what it checks, why it matters, and how to fix it."""
+        from olmo_doctor.rules.model import causes, find_rule
+
+        rule = find_rule(code)
+        if rule is None:
+            raise UsageError(f"no rule '{code}'; `olmo-doctor rules` lists them")
+        out = [
+            f"{rule.code} {rule.name}  ({rule.severity}, cause: {rule.cause}, scope: {', '.join(rule.scopes)})",
+            "",
+            rule.title,
+            "",
+            f"What: {' '.join(rule.what.split())}",
+            f"Why: {' '.join(rule.why.split())}",
+            f"Cause: {causes().get(rule.cause, '')}",
+        ]
+        if rule.example:
+            out.append(f"Example: {' '.join(rule.example.split())}")
+        if rule.when:
+            out.append(f"Fires when: {rule.when}")
+        for fix in rule.fixes:
+            out.append(f"Fix ({fix.applicability}): {fix.title}")
+            out += [f"    $ {c}" for c in fix.commands]
+        if rule.signatures:
+            out.append("Recognised in logs by: " + "; ".join(s.pattern.pattern for s in rule.signatures[:6]))
+        out.append("Sources:")
+        out += [f"    {s}" for s in rule.sources]
+        typer.echo("\n".join(out))

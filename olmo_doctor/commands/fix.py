@@ -1,14 +1,196 @@
-"""`olmo-doctor fix`: placeholder until its issue lands; exits 2 with a clear line."""
+"""`olmo-doctor fix`: show (default) or apply the fixes the rules carry; journal, roll back and undo them.
+
+    olmo-doctor fix                      # dry run: each fix, its grade and the exact changes
+    olmo-doctor fix --apply              # run the safe fixes, then re-check
+    olmo-doctor fix --apply --unsafe-fixes --only OD207
+    olmo-doctor fix --undo [ID]          # put back what a run changed (the latest by default)
+"""
 
 from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from olmo_doctor.errors import UsageError
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def _project(project: Path | None) -> Path:
+    path = (project or Path.cwd()).resolve()
+    if not path.is_dir():
+        raise UsageError(f"project dir {path} does not exist; pass --project DIR")
+    return path
+
+
+def _codes(only: str | None) -> list[str] | None:
+    if only is None:
+        return None
+    codes = [c.strip() for c in only.split(",") if c.strip()]
+    bad = [c for c in codes if not (c.lower() == "env" or (c.upper().startswith("OD") and c[2:].isdigit()))]
+    if not codes or bad:
+        raise UsageError(f"--only takes rule codes like OD204 (or 'env' for the recommended exports), not "
+                         f"{', '.join(bad) or repr(only)}")
+    return codes
+
+
+def _echo(console: Console) -> Callable[[str], None]:
+    """Stream a command's output lines, dimmed and indented (never parsed as markup: pip prints [brackets])."""
+    return lambda line: console.print("    " + line, style="dim", markup=False, highlight=False, overflow="fold")
+
+
+def _read_env_file(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read {path} ({e}); fix --apply rewrites it, so move it away or repair it"
+                         ) from None
+
+
+def _emit(data: dict[str, Any]) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+def _undo(project: Path, entry_id: str | None, json_out: bool) -> int:
+    from rich.console import Console
+
+    from olmo_doctor.fix import execute, render
+    from olmo_doctor.fix.journal import Journal
+
+    journal = Journal(project)
+    if entry_id is None:  # the latest run that still has something to undo
+        live = [i for i in journal.ids() if journal.load(i, verify=False).status not in execute.DONE]
+        if journal.ids() and not live:
+            raise UsageError(f"every run in {journal.root} is already undone or rolled back; nothing to undo")
+        entry_id = live[-1] if live else None
+    entry = journal.load(journal.resolve(entry_id))
+    console = Console(highlight=False, stderr=json_out)
+    entry = execute.undo(entry, journal, project, echo=None if json_out else _echo(console))
+    if json_out:
+        _emit({"mode": "undo", "journal": entry.id, "status": entry.status,
+               "problems": entry.data.get("undo_problems", []), "files": [f["path"] for f in entry.data["files"]],
+               "restore_steps": [s["argv"] for s in entry.data.get("restore_steps", [])]})
+    else:
+        render.print_undo(entry, console)
+    return 0 if entry.status == "undone" else 1
+
+
+def _history(project: Path, json_out: bool) -> int:
+    from rich.console import Console
+
+    from olmo_doctor.fix import render
+    from olmo_doctor.fix.journal import Journal, JournalError
+
+    journal = Journal(project)
+    rows = []
+    for entry_id in journal.ids():
+        try:
+            data = journal.load(entry_id, verify=False).data  # the manifest checksum; undo checks the backups
+            rows.append({"id": entry_id, "status": data["status"], "created": data["created"],
+                         "codes": sorted({c for i in data["plan"] for c in i.get("codes", [])}),
+                         "summary": "; ".join(i["description"] for i in data["plan"])})
+        except JournalError as e:
+            rows.append({"id": entry_id, "status": "tampered", "summary": str(e)})
+    if json_out:
+        _emit({"mode": "history", "project": str(project), "entries": rows})
+    else:
+        render.history_rows(rows, Console(highlight=False))
+    return 0
+
 
 def register(app: typer.Typer) -> None:
-    @app.command("fix", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def _cmd() -> None:
-        """(not available yet in this build)"""
-        raise UsageError("'fix' is not available in this build yet")
+    @app.command("fix")
+    def fix(
+        entry_id: Annotated[str | None, typer.Argument(metavar="[ID]", help="With --undo: the journal entry "
+                                                       "(id, unique prefix or number; default the latest).")] = None,
+        apply: Annotated[bool, typer.Option("--apply", help="Run the safe fixes (default: only show them).")] = False,
+        unsafe_fixes: Annotated[bool, typer.Option(
+            "--unsafe-fixes", help="Also run unsafe fixes (reinstall torch, rebuild kernels, pip outside a venv)."
+        )] = False,
+        only: Annotated[str | None, typer.Option(
+            "--only", metavar="CODE[,CODE]", help="Only these findings ('env' = the recommended exports).")] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+        undo: Annotated[bool, typer.Option("--undo", help="Undo a journaled run (the latest, or ID).")] = False,
+        history: Annotated[bool, typer.Option("--history", help="List the journaled runs.")] = False,
+        from_report: Annotated[Path | None, typer.Option(
+            "--from-report", help="Plan for another machine from its report (dry run only).")] = None,
+        project: Annotated[Path | None, typer.Option(
+            "--project", metavar="DIR", help="Where .olmo-doctor/ (env.sh, journal) lives (default: cwd).")] = None,
+        verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show whole env file diffs.")] = False,
+    ) -> None:
+        """Show the fixes for this machine's findings; --apply runs them (journaled, undoable)."""
+        if entry_id is not None and not undo:
+            raise UsageError(f"'{entry_id}': a journal ID only goes with --undo (olmo-doctor fix --undo {entry_id})")
+        if undo and (apply or only or from_report or history):
+            raise UsageError("--undo takes only an optional ID (and --json, --project)")
+        if from_report is not None and apply:
+            raise UsageError("--from-report is for a dry run; run `olmo-doctor fix --apply` on that machine")
+        root = _project(project)
+        if undo:
+            raise typer.Exit(_undo(root, entry_id, json_out))
+        if history:
+            raise typer.Exit(_history(root, json_out))
+        raise typer.Exit(_fix(root, apply=apply, unsafe=unsafe_fixes, only=_codes(only), json_out=json_out,
+                              from_report=from_report, verbose=verbose))
+
+
+def _fix(project: Path, *, apply: bool, unsafe: bool, only: list[str] | None, json_out: bool,
+         from_report: Path | None, verbose: bool) -> int:
+    from rich.console import Console
+
+    from olmo_doctor import api
+    from olmo_doctor.fix import execute, pyenv, render
+    from olmo_doctor.fix.envfile import ENV_FILE
+    from olmo_doctor.fix.plan import make_plan
+    from olmo_doctor.fix.recheck import recheck
+
+    result = api.run_check(from_report=from_report)
+    env = None if from_report else pyenv.query(pyenv.target_python())
+    env_path = project / ENV_FILE
+    env_text = _read_env_file(env_path) if not from_report else None
+    plan = make_plan(result.findings, result.env, dict(result.facts), project=str(project), env=env,
+                     env_text=env_text, unsafe=unsafe, only=only,
+                     from_report=str(from_report) if from_report else None)
+    console = Console(highlight=False, stderr=json_out)
+    if not apply:
+        if json_out:
+            _emit({"mode": "dry-run", **plan.to_json()})
+        else:
+            render.print_plan(plan, console, verbose)
+        return 1 if result.has_errors else 0
+    if not plan.to_run:
+        execute.refuse_held_back(plan)  # pip fixes held back outside a venv still refuse (exit 2)
+        if json_out:
+            _emit({"mode": "apply", **plan.to_json(), "journal": None, "steps": [], "status": "nothing_to_do"})
+        else:
+            render.print_apply(plan, None, None, console)
+        return 1 if result.has_errors else 0
+    if not json_out:
+        render.print_plan(plan, console, verbose, applying=True)
+        console.print()
+    argv = ["olmo-doctor", "fix", "--apply", *(["--unsafe-fixes"] if unsafe else []),
+            *(["--only", ",".join(only)] if only else []), "--project", str(project)]
+    entry = execute.apply_plan(plan, project, argv, echo=None if json_out else _echo(console),
+                               progress=None if json_out else lambda item: render.print_step(item, console))
+    rc = None
+    if entry.status == "applied":
+        rc = recheck([f.code for f in result.findings], lambda: api.run_check().findings, _read_env_file(env_path))
+        entry.data["recheck"] = rc.to_json()
+        entry.save()
+    if json_out:
+        _emit({"mode": "apply", **plan.to_json(), "journal": entry.id, "journal_path": str(entry.folder),
+               "status": entry.status, "error": entry.data.get("error"), "steps": entry.data["steps"],
+               "rollback_problems": entry.data.get("rollback_problems"),
+               "recheck": rc.to_json() if rc else None})
+    else:
+        render.print_apply(plan, entry, rc, console)
+    if entry.status != "applied":
+        return 1
+    return 1 if rc is not None and rc.has_errors else 0

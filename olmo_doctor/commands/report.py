@@ -1,14 +1,48 @@
-"""`olmo-doctor report`: placeholder until its issue lands; exits 2 with a clear line."""
+"""`olmo-doctor report`: a shareable JSON report (facts + findings + env) with user names and home redacted.
+
+`olmo-doctor check --from-report FILE` (on any machine) reads it back.
+"""
 
 from __future__ import annotations
 
+import getpass
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
+from olmo_doctor import __version__
 from olmo_doctor.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("report", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def _cmd() -> None:
-        """(not available yet in this build)"""
-        raise UsageError("'report' is not available in this build yet")
+    @app.command("report")
+    def report(
+        output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to FILE instead of stdout.")] = None,
+        deep: Annotated[bool, typer.Option(help="Include the deep probes.")] = False,
+    ) -> None:
+        """Write a shareable report of this machine (facts, findings, env), redacted."""
+        from olmo_doctor.api import run_check
+        from olmo_doctor.render import to_json
+        from olmo_doctor.report import REPORT_MARK, redact
+
+        result = run_check(scope="all", deep=deep)
+        data = {REPORT_MARK: 1, "olmo_doctor_version": __version__, **to_json(result)}
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = ""
+        text = redact(json.dumps(data, indent=2, default=str), str(Path.home()), user) + "\n"
+        if output is None:
+            typer.echo(text, nl=False)
+            return
+        tmp = output.with_name(f".{output.name}.tmp")
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, output)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
+        typer.echo(f"wrote {output}; share it, or read it anywhere with: olmo-doctor check --from-report {output}")

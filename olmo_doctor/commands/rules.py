@@ -1,14 +1,27 @@
-"""`olmo-doctor rules`: placeholder until its issue lands; exits 2 with a clear line."""
+"""`olmo-doctor rules`: list the rules database."""
 
 from __future__ import annotations
 
-import typer
+import json
+from typing import Annotated
 
-from olmo_doctor.errors import UsageError
+import typer
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("rules", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def _cmd() -> None:
-        """(not available yet in this build)"""
-        raise UsageError("'rules' is not available in this build yet")
+    @app.command("rules")
+    def rules(json_out: Annotated[bool, typer.Option("--json", help="Print the rules as JSON.")] = False) -> None:
+        """List every rule: code, severity, cause, scope and title."""
+        from olmo_doctor.rules.model import load_rules
+
+        loaded = load_rules()
+        if json_out:
+            typer.echo(json.dumps([
+                {"code": r.code, "name": r.name, "cause": r.cause, "severity": r.severity, "scope": list(r.scopes),
+                 "title": r.title, "when": r.when, "signatures": [s.pattern.pattern for s in r.signatures],
+                 "fixes": [{"title": f.title, "applicability": f.applicability} for f in r.fixes],
+                 "sources": list(r.sources)} for r in loaded], indent=2))
+            return
+        for r in loaded:
+            typer.echo(f"{r.code}  {r.severity:<7}  {r.cause:<28} {r.name}")
+        typer.echo(f"\n{len(loaded)} rules. olmo-doctor explain CODE shows one.")

@@ -1,0 +1,45 @@
+"""Probes gather facts and never judge. `collect()` runs them all, concurrently, and merges their facts.
+
+Each probe module reads one source of truth (NVML, nvcc, the compiler, libc, cgroups, package metadata, torch)
+and returns flat dotted facts; a missing tool gives None, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from olmo_doctor.facts import Facts, merge
+from olmo_doctor.run import Runner, run
+
+
+def collect(runner: Runner = run, deep: bool = False, import_torch: bool = True) -> Facts:
+    """All facts about this machine. `deep` adds slower checks (a real nvcc compile)."""
+    from olmo_doctor.probes import compiler, cuda, env_vars, gpu, libc, python_env, system, torch_probe
+
+    jobs: list[Callable[[], Facts]] = [
+        lambda: gpu.probe(runner),
+        lambda: cuda.probe(runner),
+        lambda: compiler.probe(runner),
+        libc.probe,
+        system.probe,
+        lambda: python_env.probe(runner),
+        lambda: torch_probe.probe(import_torch),
+        env_vars.probe,
+    ]
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        parts = list(pool.map(_safe, jobs))
+    facts = merge(*parts)
+    if deep:
+        from olmo_doctor.probes import deep as deep_probe
+
+        facts.update(_safe(lambda: deep_probe.probe(facts, runner)))
+    return facts
+
+
+def _safe(job: Callable[[], Facts]) -> Facts:
+    """A probe that raises anyway (a bug, an odd machine) loses its facts, not the whole check."""
+    try:
+        return job()
+    except Exception as e:
+        return {"probe.error": f"{type(e).__name__}: {e}"}

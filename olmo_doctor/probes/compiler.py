@@ -23,4 +23,19 @@ def probe(run: Runner) -> Facts:
         ver = run([path, "--version"]) if not facts["gcc.version"] else None
         if ver is not None and ver.ok and "clang" in ver.stdout.lower():
             facts["gcc.is_clang"] = True
+    facts["gcc.alternatives"] = alternatives(run)
     return facts
+
+
+def alternatives(run: Runner) -> list[str]:
+    """g++-N binaries on PATH ('13:/usr/bin/g++-13'), so a plan can pick one that nvcc accepts."""
+    found: dict[int, str] = {}
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith("g++-") and name[4:].isdigit() and int(name[4:]) not in found:
+                found[int(name[4:])] = os.path.join(d, name)
+    return [f"{major}:{path}" for major, path in sorted(found.items())]

@@ -64,6 +64,32 @@ def host_config_max_gcc(cuda_root: str | None) -> int | None:
     return None
 
 
+def _has_headers(root: str | None) -> bool:
+    return bool(root) and os.path.isfile(os.path.join(str(root), "include", "cuda_runtime.h"))
+
+
+def toolkit_root(home: str | None, nvcc: str | None) -> str | None:
+    """The real toolkit directory nvcc belongs to: CUDA_HOME when it holds headers, else the nvcc's own
+    install (following symlinks and one level of `exec /path/nvcc` wrapper scripts), else /usr/local/cuda."""
+    if _has_headers(home):
+        return home
+    candidates: list[str] = []
+    if nvcc:
+        real = os.path.realpath(nvcc)
+        candidates.append(os.path.dirname(os.path.dirname(real)))
+        try:
+            with open(real, "rb") as f:
+                head = f.read(4096)
+            if head.startswith(b"#!"):
+                m = re.search(rb"(/\S+)/bin/nvcc\b", head)
+                if m:
+                    candidates.append(m.group(1).decode(errors="replace"))
+        except OSError:
+            pass
+    candidates.append("/usr/local/cuda")
+    return next((c for c in candidates if _has_headers(c)), None)
+
+
 def probe(run: Runner) -> Facts:
     home = resolve_cuda_home()
     on_path = shutil.which("nvcc")
@@ -78,13 +104,14 @@ def probe(run: Runner) -> Facts:
         "nvcc.full_version": None,
         "nvcc.max_gcc": None,
         "cuda.home_nvcc_version": None,
-        "cuda.home_has_headers": os.path.isfile(os.path.join(home, "include", "cuda_runtime.h")) if home else None,
+        "cuda.home_has_headers": _has_headers(home) if home else None,
+        "cuda.toolkit_root": toolkit_root(home, nvcc),
     }
     if nvcc:
         version, full = nvcc_version(nvcc, run)
         facts["nvcc.version"], facts["nvcc.full_version"] = version, full
-        root = str(Path(os.path.realpath(nvcc)).parent.parent)
-        facts["nvcc.max_gcc"] = host_config_max_gcc(root) or tables.nvcc_max_gcc(version)
+        root = facts["cuda.toolkit_root"] or str(Path(os.path.realpath(nvcc)).parent.parent)
+        facts["nvcc.max_gcc"] = host_config_max_gcc(str(root)) or tables.nvcc_max_gcc(version)
     if home_nvcc and os.access(home_nvcc, os.X_OK):
         facts["cuda.home_nvcc_version"] = facts["nvcc.version"]
     if on_path and nvcc and os.path.realpath(on_path) != os.path.realpath(nvcc):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 from olmo_doctor.facts import Facts
@@ -92,8 +93,13 @@ def probe_topology(run: Runner, gpu_count: int) -> Facts:
     return {"gpu.nvlink": bool(re.search(r"\bNV\d+\b", out.stdout))}
 
 
+def driver_present() -> bool:
+    """Cheap test before loading NVML: a Linux NVIDIA driver, or WSL2's GPU paravirtualization device."""
+    return any(os.path.exists(p) for p in ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/dxg"))
+
+
 def probe(run: Runner, use_nvml: bool = True) -> Facts:
-    facts = (probe_nvml() if use_nvml else None) or probe_smi(run)
+    facts = (probe_nvml() if use_nvml and driver_present() else None) or probe_smi(run)
     if facts is None:
         return {"gpu.count": 0, "gpu.source": "none", "driver.version": None, "driver.cuda_version": None}
     count = facts.get("gpu.count")

@@ -25,17 +25,19 @@ def render(template: str, facts: Mapping[str, FactValue], extra: Mapping[str, An
     A field that cannot be evaluated (unknown fact) renders as 'unknown' rather than failing the finding.
     """
     out: list[str] = []
-    for literal, field_name, spec, conv in _FORMATTER.parse(template):
+    for literal, field_name, spec, _conversion in _FORMATTER.parse(template):
         out.append(literal)
         if field_name is None:
             continue
-        expr = field_name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "")
-        if extra and expr in extra:
-            out.append(str(extra[expr]))
+        if extra and field_name in extra:
+            out.append(str(extra[field_name]))
             continue
         try:
-            value = evaluate(expr, facts)
-        except Unknown:
+            value = evaluate(field_name, facts)
+            if spec:  # {nccl.efficiency * 100:.0f}
+                out.append(format(value, spec))
+                continue
+        except (Unknown, ValueError, TypeError):
             value = "unknown"
         out.append(", ".join(value) if isinstance(value, list) else str(value))
     return "".join(out)

@@ -73,9 +73,14 @@ def _cc(x: object) -> float:
 
 def _num(x: object) -> float:
     try:
-        return float(_need(x))  # type: ignore[arg-type]
+        return float(_need(x))
     except (TypeError, ValueError):
         raise Unknown from None
+
+
+def _torch_default_cuda(torch_version: object) -> str | None:
+    mm = tables.major_minor(torch_version)
+    return tables.TORCH_PYPI_DEFAULT_CUDA.get(f"{mm[0]}.{mm[1]}") if mm else None
 
 
 def _table(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -114,7 +119,16 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "flash_attn_arch": _table(tables.flash_attn_arch),
     "arch_list_covers": _table(tables.arch_list_covers),
     "gpu_name_to_cc": _table(tables.gpu_name_to_cc),
-    "torch_default_cuda": _table(lambda v: tables.TORCH_PYPI_DEFAULT_CUDA.get("%d.%d" % tables.major_minor(v))),
+    "torch_default_cuda": _table(_torch_default_cuda),
+    "sm": _table(tables.cc_to_sm),
+    "last_nvcc_for_cc": _table(tables.last_nvcc_for_cc),
+    "tokens": lambda x: [t for t in re.split(r"[;,\s]+", str(_need(x))) if t],
+    "cuda_arch_list": _table(tables.cuda_arch_list),
+    "archs_too_new_for_nvcc": _table(tables.archs_too_new_for_nvcc),
+    "archs_dropped_by_nvcc": _table(tables.archs_dropped_by_nvcc),
+    "glibcxx_for_gcc": _table(tables.glibcxx_for_gcc),
+    "torch_index_for_cuda": _table(tables.torch_index_for_cuda),
+    "torch_index_for_driver": _table(tables.torch_index_for_driver),
 }
 
 _NAMES = {"true": True, "false": False, "True": True, "False": False}

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
 from olmo_doctor.findings import SEVERITY_ORDER
-from olmo_doctor.resources import data_dir
+from olmo_doctor.fix.actions import actions_error
+from olmo_doctor.resources import data_dir, user_cache_dir
 from olmo_doctor.rules.expr import ExprError, compile_expr
 
 if sys.version_info >= (3, 11):
@@ -37,11 +41,19 @@ class FixSpec:
 
 @dataclass(frozen=True)
 class Signature:
-    """A log pattern for `diagnose`; `weight` says how strongly a match points at this rule's cause."""
+    """A log pattern for `diagnose`; `weight` says how strongly a match points at this rule's cause.
 
-    pattern: re.Pattern[str]
+    The regex compiles on first use: `check` never needs the few hundred signatures, and compiling them all would
+    cost it ~30 ms. tests/test_rules.py compiles every one, so a bad pattern still fails CI."""
+
+    source: str
+    flags: int = re.I
     weight: float = 1.0
     role: str = "cause"  # "cause": the root error itself; "symptom": a downstream line that only corroborates
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.source, self.flags)
 
 
 @dataclass(frozen=True)
@@ -121,14 +133,13 @@ def parse_rule(data: dict[str, Any], path: Path) -> Rule:
             raise RuleError(f"{path.name}: fix[{i}].applicability must be one of {APPLICABILITY}")
         if app != "manual" and "action" not in fx:
             raise RuleError(f"{path.name}: fix[{i}] is {app} but has no typed 'action' for fix --apply")
+        if "action" in fx and (err := actions_error(fx["action"], app)):
+            raise RuleError(f"{path.name}: fix[{i}].action: {err} (see known_issues/SCHEMA.md, Fix actions)")
         fixes.append(FixSpec(_req(fx, "title", path), app, tuple(fx.get("commands", [])), fx.get("action")))
     sigs = []
-    for i, sg in enumerate(data.get("signature", [])):
-        try:
-            pattern = re.compile(_req(sg, "pattern", path), re.I if sg.get("ignore_case", True) else 0)
-        except re.error as e:
-            raise RuleError(f"{path.name}: signature[{i}] bad regex: {e}") from None
-        sigs.append(Signature(pattern, float(sg.get("weight", 1.0)), sg.get("role", "cause")))
+    for sg in data.get("signature", []):
+        flags = re.I if sg.get("ignore_case", True) else 0
+        sigs.append(Signature(_req(sg, "pattern", path), flags, float(sg.get("weight", 1.0)), sg.get("role", "cause")))
     cases = []
     for i, tc in enumerate(data.get("test", [])):
         for key, fires in (("fires", True), ("quiet", False)):
@@ -169,11 +180,40 @@ def load_file(path: Path) -> Rule:
     return parse_rule(data, path)
 
 
+def _parsed_tomls(paths: list[Path]) -> list[dict[str, Any]]:
+    """The TOML of every rule file. tomllib is pure Python (~0.5 ms a file), so the parsed data is cached as
+    JSON keyed by the files' names, sizes and mtimes; any edit to a rule file invalidates it."""
+    stamp = hashlib.sha256(
+        "\0".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in paths).encode()).hexdigest()[:16]
+    cache = user_cache_dir() / "rules" / f"{stamp}.json"
+    try:
+        data = json.loads(cache.read_text())
+        if isinstance(data, list) and len(data) == len(paths):
+            return data
+    except (OSError, ValueError):
+        pass
+    data = []
+    for path in paths:
+        try:
+            data.append(tomllib.loads(path.read_text()))
+        except tomllib.TOMLDecodeError as e:
+            raise RuleError(f"{path.name}: not valid TOML: {e}") from None
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(cache)
+    except OSError:
+        pass
+    return data
+
+
 @lru_cache(maxsize=4)
 def load_rules(folder: Path | None = None) -> tuple[Rule, ...]:
     """Every rule in known_issues/, sorted by code; duplicate codes are an error."""
     folder = folder or data_dir("known_issues")
-    rules = [load_file(p) for p in sorted(folder.glob("OD*.toml"))]
+    paths = sorted(folder.glob("OD*.toml"))
+    rules = [parse_rule(data, path) for data, path in zip(_parsed_tomls(paths), paths, strict=True)]
     seen: dict[str, Path] = {}
     for r in rules:
         if r.code in seen:

@@ -1,0 +1,45 @@
+"""The human form of `check`: summary per area, findings with fixes, recommended environment, verdict."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from olmo_doctor import __version__
+from olmo_doctor.api import CheckResult
+from olmo_doctor.render import AREAS, MARK, area_lines, area_status, finding_block
+
+
+def print_result(result: CheckResult, verbose: bool = False, console: Console | None = None) -> None:
+    console = console or Console(highlight=False, soft_wrap=False)
+    source = f"report {result.from_report}" if result.from_report else "this machine"
+    console.print(f"[bold]olmo-doctor {__version__}[/] · {source} · scope {result.scope} · "
+                  f"{result.elapsed_s:.2f} s")
+    lines, status = area_lines(result.facts), area_status(result.findings)
+    for area in AREAS:
+        console.print(f" {MARK[status[area]]} [bold]{area:<12}[/] {lines[area]}", overflow="fold")
+    shown = [f for f in result.findings if verbose or f.severity != "info"]
+    infos = [f for f in result.findings if f.severity == "info" and not verbose]
+    if shown:
+        console.print()
+        for finding in shown:
+            for line in finding_block(finding):
+                console.print(line, overflow="fold")
+            console.print()
+    for finding in infos:
+        console.print(f" {MARK['info']} {finding.code} {finding.title} [dim](olmo-doctor explain {finding.code})[/]")
+    if result.env:
+        console.print("\n[bold]Recommended environment[/] (eval \"$(olmo-doctor env)\" or olmo-doctor fix --apply):")
+        for name, var in result.env.items():
+            console.print(f"  [cyan]{name}={var.value}[/]  [dim]# {var.reason}[/]", overflow="fold")
+    errors = len(result.errors)
+    warnings = sum(f.severity == "warning" for f in result.findings)
+    console.print()
+    if errors:
+        tail = f", {warnings} warning(s)" if warnings else ""
+        console.print(f"[red bold]✗ {errors} problem(s) must be fixed[/]{tail}. "
+                      "Run [bold]olmo-doctor fix[/] to see what can be fixed for you.")
+    elif warnings:
+        console.print(f"[yellow]! No blocking problems; {warnings} warning(s) worth a look.[/]")
+    else:
+        goal = {"install": "building kernels", "train": "training", "all": "building kernels or training"}
+        console.print(f"[green bold]✓ Ready.[/] Nothing blocks {goal[result.scope]}.")

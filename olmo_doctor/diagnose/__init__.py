@@ -1,0 +1,96 @@
+"""`diagnose`: name the root cause of a failed build, import or training run from its log.
+
+    from olmo_doctor.diagnose import diagnose_file, diagnose_text
+    findings = diagnose_text(log_text)            # ranked, root cause first; [] when nothing is recognised
+    findings = diagnose_file("build.log", facts)  # facts (e.g. from a report) sharpen the ranking
+
+The signatures live in the rules (`known_issues/*.toml`, `[[signature]]`), so one rule both checks a machine and
+recognises its failure in a log. `reader` turns any input into text chunks, `scan` finds the lines signatures
+match (fast, with a literal prefilter), `rank` orders the evidence so the root cause comes first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from olmo_doctor.diagnose.present import to_diagnosis
+from olmo_doctor.diagnose.rank import Evidence, confidence, rank
+from olmo_doctor.diagnose.reader import iter_chunks
+from olmo_doctor.diagnose.scan import Hit, Index, Scanner
+from olmo_doctor.facts import Facts, FactValue
+from olmo_doctor.findings import Finding
+from olmo_doctor.rules.model import Rule, load_rules
+
+__all__ = ["Diagnosis", "diagnose", "diagnose_file", "diagnose_text"]
+
+# Logs up to this size are kept in memory so "nothing recognised" can still quote their error lines.
+KEEP_TEXT = 64 << 20
+
+
+@dataclass
+class Diagnosis:
+    findings: list[Finding]
+    evidence: list[Evidence]
+    lines: int = 0
+    chars: int = 0
+    elapsed_s: float = 0.0
+    facts: Facts = field(default_factory=dict)
+    tail: str = ""  # the log text (or its last chunk when huge), for the "nothing recognised" advice
+
+    @property
+    def from_log(self) -> list[Finding]:
+        """Findings the log itself shows (the rest come from machine facts alone)."""
+        return [f for f, ev in zip(self.findings, self.evidence, strict=True) if ev.hits]
+
+
+_INDEXES: dict[int, tuple[tuple[Rule, ...], Index]] = {}
+
+
+def _index(rules: tuple[Rule, ...]) -> Index:
+    """The signature index of a rule set, built once (rules hold dicts, so they are cached by identity)."""
+    cached = _INDEXES.get(id(rules))
+    if cached is None or cached[0] is not rules:
+        if len(_INDEXES) > 8:
+            _INDEXES.clear()
+        cached = _INDEXES[id(rules)] = (rules, Index.build(rules))
+    return cached[1]
+
+
+def diagnose(
+    chunks: Iterable[str], facts: Mapping[str, FactValue] | None = None, rules: tuple[Rule, ...] | None = None
+) -> Diagnosis:
+    """Scan text chunks (each ending at a line boundary) and rank what they show."""
+    start = time.perf_counter()
+    rules = rules if rules is not None else load_rules()
+    scanner = Scanner(_index(rules))
+    hits: list[Hit] = []
+    kept: list[str] = []
+    size = 0
+    for chunk in chunks:
+        hits += scanner.feed(chunk)
+        size += len(chunk)
+        kept = [*kept, chunk] if size <= KEEP_TEXT else [chunk]
+    lines = scanner.line - 1
+    evidence = rank(hits, rules, facts or {})
+    confs = confidence(evidence)
+    findings = [to_diagnosis(ev, facts or {}, c) for ev, c in zip(evidence, confs, strict=True)]
+    return Diagnosis(findings, evidence, lines, size, time.perf_counter() - start, dict(facts or {}), "".join(kept))
+
+
+def diagnose_text(text: str, facts: Mapping[str, FactValue] | None = None) -> list[Finding]:
+    """Ranked findings for a log given as a string (root cause first); [] when nothing is recognised."""
+    if not text.strip():
+        return []
+    return diagnose([text], facts).findings
+
+
+def diagnose_file(path: str | Path | BinaryIO, facts: Mapping[str, FactValue] | None = None) -> list[Finding]:
+    """Ranked findings for a log file (any size or encoding, gzip too; "-" reads standard input).
+
+    Raises olmo_doctor.errors.UsageError when the file is missing, empty or binary.
+    """
+    return diagnose(iter_chunks(path), facts).findings

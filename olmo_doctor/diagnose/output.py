@@ -1,0 +1,134 @@
+"""Text and JSON output of `olmo-doctor diagnose`.
+
+Text: the root cause first with the log lines that show it (with line numbers), what it means, why, and the
+exact fix; then less likely causes; then what the machine facts alone show. When nothing is recognised it says
+so, quotes the log's first error lines, and says what to collect next: never "all clear" for a failed log.
+JSON: the shape of `check --json` (`facts`, `findings`, `env`, `elapsed_s`), each finding with `matched_lines`
+and `confidence`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from olmo_doctor.diagnose import Diagnosis
+from olmo_doctor.diagnose.rank import Evidence
+from olmo_doctor.facts import with_defaults
+from olmo_doctor.findings import Finding
+from olmo_doctor.render import MARK, finding_block
+
+SHOWN_LINES = 5
+ERROR_WORDS = ("error", "fatal", "traceback", "exception", "failed", "killed", "segmentation fault", "abort")
+_ERROR_LINE = re.compile(r"\b(?:error|fatal|traceback|exception|failed|killed|segmentation fault|abort(?:ed)?)\b",
+                         re.I)
+
+
+def to_json(diag: Diagnosis) -> dict[str, Any]:
+    return {
+        "facts": with_defaults(diag.facts) if diag.facts else {},
+        "findings": [f.to_json(diagnose=True) for f in diag.findings],
+        "env": {},
+        "elapsed_s": round(diag.elapsed_s, 4),
+    }
+
+
+def error_lines(text: str, first: int = 3, last: int = 2) -> list[tuple[int, str]]:
+    """The first and last lines that look like errors, as (line number, text)."""
+    low = text.lower()
+    starts: set[int] = set()
+    for word in ERROR_WORDS:
+        pos = 0
+        for _ in range(first):
+            p = low.find(word, pos)
+            if p < 0:
+                break
+            starts.add(low.rfind("\n", 0, p) + 1)
+            pos = p + 1
+        p = low.rfind(word)
+        for _ in range(last):
+            if p < 0:
+                break
+            starts.add(low.rfind("\n", 0, p) + 1)
+            p = low.rfind(word, 0, low.rfind("\n", 0, p) + 1)
+    found = []
+    for start in sorted(starts):
+        end = low.find("\n", start)
+        line = text[start : end if end >= 0 else len(text)].strip()
+        if _ERROR_LINE.search(line):
+            found.append((text.count("\n", 0, start) + 1, line[:300]))
+    return found[:first] + [f for f in found[first:]][-last:] if len(found) > first + last else found
+
+
+def _quote(console: Console, name: str, finding: Finding, ev: Evidence) -> None:
+    symptoms = {h.line for h in ev.hits if h.ref.role == "symptom"}
+    for m in finding.matched_lines[:SHOWN_LINES]:
+        tag = " [dim](symptom)[/]" if m.line in symptoms else ""
+        console.print(f"    [dim]{escape(name)}:{m.line}[/] [bold]│[/] {escape(m.text)}{tag}", overflow="fold")
+    more = len({h.line for h in ev.hits}) - min(len(finding.matched_lines), SHOWN_LINES)
+    if more > 0:
+        console.print(f"    [dim]… and {more} more matching line(s)[/]")
+
+
+def _block(console: Console, finding: Finding, head: str) -> None:
+    lines = finding_block(finding)
+    console.print(head, overflow="fold")
+    for line in lines[1:]:
+        console.print(line, overflow="fold")
+
+
+def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> None:
+    console = console or Console(highlight=False, soft_wrap=False)
+    facts = " · with machine facts" if diag.facts else ""
+    console.print(f"[bold]olmo-doctor diagnose[/] · {escape(name)} · {diag.lines:,} lines{facts} · "
+                  f"{diag.elapsed_s:.2f} s\n")
+    pairs = list(zip(diag.findings, diag.evidence, strict=True))
+    logged = [(f, ev) for f, ev in pairs if ev.hits]
+    facts_only = [(f, ev) for f, ev in pairs if not ev.hits]
+    for i, (finding, ev) in enumerate(logged):
+        if i == 1:
+            console.print("[bold]Other possible causes[/] (less likely):\n")
+        label = "Root cause: " if i == 0 and ev.tier == 0 else "Likely cause: " if i == 0 else f"{i + 1}. "
+        head = (f"{MARK[finding.severity]} [bold]{label}{finding.code}[/] {escape(finding.title)} "
+                f"[dim](confidence {finding.confidence:.2f})[/]")
+        console.print(head, overflow="fold")
+        _quote(console, name, finding, ev)
+        _block(console, finding, "")
+        console.print()
+    if facts_only:
+        console.print("[bold]Also on this machine[/] (from its facts; the log does not show it):")
+        for finding, _ev in facts_only:
+            console.print(f" {MARK[finding.severity]} {finding.code} {escape(finding.title)} "
+                          f"[dim](olmo-doctor explain {finding.code})[/]", overflow="fold")
+        console.print()
+    if logged:
+        codes = " / ".join(f.code for f, _ in logged[:2])
+        console.print(f"[dim]Details and sources: olmo-doctor explain {codes}[/]")
+        return
+    _nothing(console, diag, name)
+
+
+def _nothing(console: Console, diag: Diagnosis, name: str) -> None:
+    console.print(f"[yellow bold]? No known root cause recognised in {escape(name)}.[/]")
+    errors = error_lines(diag.tail)
+    if errors:
+        console.print("  It does contain error lines; the first one is usually the root cause:")
+        for number, line in errors:
+            console.print(f"    [dim]line {number}[/] [bold]│[/] {escape(line)}", overflow="fold")
+    else:
+        console.print("  It shows no error line at all: it may have been cut before the failure.")
+    console.print("\n  What to collect next:")
+    tips = [
+        "the complete output from the first command, not only its end: "
+        "[cyan]pip install -v --no-build-isolation <package> 2>&1 | tee build.log[/] "
+        "(without -v pip hides the compiler's own error)",
+        "the machine's facts with it: [cyan]olmo-doctor diagnose build.log --here[/] on the failing machine, or "
+        "[cyan]--report collect_env.txt[/] with the output of [cyan]python -m torch.utils.collect_env[/]",
+        "for NCCL problems, rerun with [cyan]NCCL_DEBUG=INFO[/] (its WARN lines name the failing transport)",
+        "[cyan]olmo-doctor check[/] judges the machine itself, without a log",
+    ]
+    for tip in tips:
+        console.print(f"    • {tip}", overflow="fold")

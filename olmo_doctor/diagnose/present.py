@@ -1,0 +1,107 @@
+"""Turn a cause's evidence into a Finding: wording suited to a log, quoted lines, confidence, honest fixes.
+
+A rule's check-oriented title ("NVIDIA driver {driver.version} is too old ...") needs facts a bare log does not
+give, so a log finding prefers the rule's `[diagnose] title` / `message`, which may use the signature's named
+groups (`(?P<max_gcc>\\d+)` -> `{max_gcc}`). Facts that stay unknown render as `<fact.key>` to fill in, and a fix
+whose typed action would carry such a placeholder is shown as manual: `fix --apply` never runs a guess.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from olmo_doctor.diagnose.rank import Evidence
+from olmo_doctor.facts import FactValue
+from olmo_doctor.findings import Finding, MatchedLine
+from olmo_doctor.rules.engine import fires, to_finding
+from olmo_doctor.rules.expr import Unknown, evaluate
+from olmo_doctor.rules.model import Rule, causes
+
+MAX_QUOTED = 8
+MAX_LINE_CHARS = 400
+_SIMPLE = re.compile(r"^[A-Za-z_][\w]*(?:\.(?:\w+|\*))*$")
+
+
+def _fields(template: str) -> list[str]:
+    return [f for _, f, _, _ in string.Formatter().parse(template) if f]
+
+
+def _action_strings(action: Any) -> list[str]:
+    if isinstance(action, str):
+        return [action]
+    if isinstance(action, dict):
+        return [s for v in action.values() for s in _action_strings(v)]
+    if isinstance(action, list):
+        return [s for v in action for s in _action_strings(v)]
+    return []
+
+
+def _placeholders(rule: Rule, templates: list[str], facts: Mapping[str, FactValue], extra: dict[str, Any]) -> None:
+    """What each template field that cannot be evaluated shows: `<fact.key>`, `[diagnose] placeholders`, `<?>`."""
+    named = rule.diagnose.get("placeholders", {})
+    for template in templates:
+        for name in _fields(template.replace("gpu.*.", "gpu_star.")):
+            if name in extra:
+                continue
+            try:
+                evaluate(name, facts)
+                continue
+            except Unknown:
+                pass
+            except Exception:  # not an expression over facts (e.g. a value a code check computes)
+                pass
+            extra[name] = named.get(name) or (f"<{name.replace('gpu_star.', 'gpu.N.')}>" if _SIMPLE.match(name)
+                                              else "<?>")
+
+
+def _context(rule: Rule, facts: Mapping[str, FactValue]) -> tuple[dict[str, Any], Mapping[str, FactValue]]:
+    """Template values a firing rule computes (code checks, the GPU a gpu.* rule fired on)."""
+    if not facts:
+        return {}, facts
+    try:
+        fired, extra, bound = fires(rule, facts)
+    except Exception:
+        return {}, facts
+    return (dict(extra), bound) if fired else ({}, facts)
+
+
+def to_diagnosis(ev: Evidence, facts: Mapping[str, FactValue], conf: float) -> Finding:
+    rule, hints = ev.rule, ev.rule.diagnose
+    extra, bound = _context(rule, facts)
+    for h in sorted(ev.hits, key=lambda h: (h.ref.role == "symptom", h.line)):
+        m = h.ref.pattern.search(h.text)
+        for k, v in (m.groupdict() if m else {}).items():
+            if v is not None:
+                extra.setdefault(k, v)
+    title_t = str(hints["title"]) if ev.hits and hints.get("title") else rule.title
+    message_t = str(hints["message"]) if ev.hits and hints.get("message") else rule.message
+    templates = [title_t, message_t, *[f.title for f in rule.fixes], *[c for f in rule.fixes for c in f.commands],
+                 *[s for f in rule.fixes for s in _action_strings(f.action)]]
+    _placeholders(rule, templates, bound, extra)
+    finding = to_finding(replace(rule, title=title_t, message=message_t), bound, extra)
+    meaning = causes().get(rule.cause, "")
+    sentence = meaning[:1].upper() + meaning[1:]
+    if "<" in finding.title and not hints.get("title") and sentence:  # a check title about facts the log lacks
+        finding.title = sentence
+    if "<" in finding.message and not hints.get("message") and ev.hits and sentence:
+        finding.message = sentence + "."
+    for fix in finding.fixes:
+        if fix.action is not None and any("<" in s for s in _action_strings(fix.action)):
+            fix.action, fix.applicability = None, "manual"  # never apply a value we had to leave blank
+    seen: set[int] = set()
+    for h in sorted(ev.hits, key=lambda h: h.line):
+        if h.line not in seen:
+            seen.add(h.line)
+            finding.matched_lines.append(MatchedLine(h.line, _shorten(h.text)))
+    finding.matched_lines = finding.matched_lines[:MAX_QUOTED]
+    finding.confidence = conf
+    return finding
+
+
+def _shorten(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= MAX_LINE_CHARS else text[: MAX_LINE_CHARS - 1] + "…"

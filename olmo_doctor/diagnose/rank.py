@@ -1,0 +1,156 @@
+"""Turn signature hits (and optional machine facts) into findings ranked so the root cause comes first.
+
+The evidence model, in order of precedence:
+
+1. Tiers. A rule with a *cause* line beats one with only *symptom* lines (`error: command 'g++' failed` follows
+   many causes), which beats one that only the machine facts support. Within a tier, the score decides.
+2. Line ownership. A line that several rules' signatures match belongs to the most specific one (cause role,
+   then weight): `NCCL WARN Call to posix_fallocate failed: No space left on device` is NCCL shared memory, not
+   a full disk.
+3. Score. Each distinct signature adds its weight once (symptoms a third of it); more matching lines add a
+   little; the earliest cause line in the log adds a bonus, because the first error of a cascade is usually the
+   root and the last one its echo.
+4. Facts (from `--report` / `--here`). A rule whose `when` holds on the facts gains `when_boost` (1.5), one
+   whose `when` is false loses `when_penalty` (0.5); `[diagnose] boost_when` adds `boost` (1.0) when true.
+
+The `[diagnose]` table of a rule may set: `title`, `message` (used instead of the check-oriented ones; they can
+use the signature's named groups, e.g. `{max_gcc}`), `boost_when`, `boost`, `when_boost`, `when_penalty`, and
+`fires` / `quiet`: example log lines that must / must not match the rule's signatures (run by the tests).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from olmo_doctor.diagnose.scan import Hit
+from olmo_doctor.facts import FactValue
+from olmo_doctor.rules.engine import fires
+from olmo_doctor.rules.expr import fact_refs, truth
+from olmo_doctor.rules.model import Rule
+
+SYMPTOM_FACTOR = 0.3
+REPEAT_STEP, REPEAT_MAX = 0.1, 0.5
+CASCADE_BONUS = 0.75
+TIER_CAP = {0: 0.99, 1: 0.6, 2: 0.35, 3: 0.25}
+
+
+@dataclass
+class Evidence:
+    """Everything pointing at one cause: log lines (from any of its rules) and what the facts say."""
+
+    rule: Rule  # the rule that speaks for the cause in the report
+    rules: list[Rule] = field(default_factory=list)
+    hits: list[Hit] = field(default_factory=list)
+    score: float = 0.0
+    fact: bool | None = None  # does some rule of this cause hold on the facts (True), none (False), unknown (None)
+    tier: int = 3
+
+    @property
+    def first_cause(self) -> int:
+        lines = [h.line for h in self.hits if h.ref.role != "symptom"]
+        return min(lines) if lines else 1 << 62
+
+    @property
+    def first_line(self) -> int:
+        return min((h.line for h in self.hits), default=1 << 62)
+
+
+def _owned(hits: list[Hit]) -> list[Hit]:
+    """Each line's evidence goes to its most specific signatures (cause before symptom, then weight)."""
+    best: dict[int, tuple[bool, float]] = {}
+    for h in hits:
+        key = (h.ref.role != "symptom", h.ref.weight)
+        if key > best.get(h.line, (False, -1.0)):
+            best[h.line] = key
+    return [h for h in hits if (h.ref.role != "symptom", h.ref.weight) == best[h.line]]
+
+
+def condition(rule: Rule, facts: Mapping[str, FactValue]) -> bool | None:
+    """True / False / None (unknown) for the rule's check on these facts."""
+    if not facts or (rule.when is None and rule.check is None):
+        return None
+    if rule.when is not None and not any(r.startswith("gpu.*.") for r in fact_refs(rule.when)):
+        return truth(rule.when, facts)
+    try:
+        return True if fires(rule, facts)[0] else None
+    except Exception:  # a code check that cannot judge these facts says nothing
+        return None
+
+
+def _log_score(hits: list[Hit]) -> float:
+    """Each line counts once (through its strongest signature); each signature adds its weight once, plus a
+    little for every further line it matched."""
+    per_line: dict[int, Hit] = {}
+    for h in hits:
+        if h.line not in per_line or h.ref.weight > per_line[h.line].ref.weight:
+            per_line[h.line] = h
+    per_sig: dict[int, list[Hit]] = {}
+    for h in per_line.values():
+        per_sig.setdefault(h.ref.key, []).append(h)
+    score = 0.0
+    for sig_hits in per_sig.values():
+        ref = sig_hits[0].ref
+        factor = SYMPTOM_FACTOR if ref.role == "symptom" else 1.0
+        score += factor * (ref.weight + min(REPEAT_MAX, REPEAT_STEP * (len(sig_hits) - 1)))
+    return score
+
+
+def _judge(ev: Evidence, facts: Mapping[str, FactValue]) -> None:
+    """Score one cause and pick the rule that speaks for it."""
+    states = {rule.code: condition(rule, facts) for rule in ev.rules}
+    known = [v for v in states.values() if v is not None]
+    ev.fact = True if True in known else (False if known else None)
+    score = _log_score(ev.hits)
+    boosts = [float(r.diagnose.get("when_boost", 1.5)) for r in ev.rules if states[r.code] is True]
+    if boosts:
+        score += max(boosts)
+    elif ev.fact is False:
+        score -= max(float(r.diagnose.get("when_penalty", 0.5)) for r in ev.rules)
+    if facts:
+        extra = [float(r.diagnose.get("boost", 1.0)) for r in ev.rules
+                 if isinstance(r.diagnose.get("boost_when"), str) and truth(r.diagnose["boost_when"], facts)]
+        score += max(extra, default=0.0)
+    has_cause = any(h.ref.role != "symptom" for h in ev.hits)
+    ev.tier = 0 if has_cause else (1 if ev.hits and ev.fact else 2 if ev.hits else 3)
+    ev.score = score
+    # the speaker: a rule whose own log lines show the cause, else one the facts confirm, else the best guess
+    own = {r.code: _log_score([h for h in ev.hits if h.ref.rule.code == r.code]) for r in ev.rules}
+    causal = {h.ref.rule.code for h in ev.hits if h.ref.role != "symptom"}
+    first = ev.rule.code
+    ev.rule = max(ev.rules, key=lambda r: (r.code in causal, states[r.code] is True, own[r.code], r.code == first))
+
+
+def rank(hits: list[Hit], rules: tuple[Rule, ...], facts: Mapping[str, FactValue] | None = None) -> list[Evidence]:
+    """Evidence per cause, root cause first."""
+    facts = facts or {}
+    by_cause: dict[str, Evidence] = {}
+    for h in _owned(hits):
+        ev = by_cause.setdefault(h.ref.rule.cause, Evidence(h.ref.rule))
+        ev.hits.append(h)
+        if h.ref.rule not in ev.rules:
+            ev.rules.append(h.ref.rule)
+    for rule in rules:
+        ev_or_none = by_cause.get(rule.cause)
+        if ev_or_none is not None:
+            if rule not in ev_or_none.rules and (rule.when is not None or rule.check is not None):
+                ev_or_none.rules.append(rule)  # its condition may confirm the cause the log shows
+        elif facts and rule.severity != "info" and condition(rule, facts) is True:
+            by_cause[rule.cause] = Evidence(rule, [rule])  # context: the facts alone show it
+    evidence = list(by_cause.values())
+    for ev in evidence:
+        _judge(ev, facts)
+    causal = sorted((ev for ev in evidence if ev.tier == 0), key=lambda e: e.first_cause)
+    for position, ev in enumerate(causal):
+        ev.score += CASCADE_BONUS / (position + 1)
+    return sorted(evidence, key=lambda e: (e.tier, -e.score, e.first_line, e.rule.code))
+
+
+def confidence(evidence: list[Evidence]) -> list[float]:
+    """A 0..1 confidence per finding, never increasing down the ranking."""
+    out: list[float] = []
+    for ev in evidence:
+        value = min(TIER_CAP[ev.tier], 1 - math.exp(-max(ev.score, 0.05) / 2.5))
+        out.append(round(min(value, out[-1]) if out else value, 2))
+    return out

@@ -1,0 +1,287 @@
+"""Run a FixPlan, journal every change, roll back a run that fails part-way, and undo a journaled run.
+
+A run is all or nothing: items run in plan order, and when one fails (or the user presses Ctrl-C) everything the
+run already did is put back before we return. Before a pip or build step replaces or removes an installed
+distribution it is repacked into the journal (wheelpack.py); before the env file is written its bytes are saved.
+Undo is the same restore, after checks that change nothing: the entry is intact, it is the latest one still
+applied, and nothing it touched has changed since (otherwise undo would overwrite the user's later work).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from olmo_doctor import __version__
+from olmo_doctor.errors import UsageError
+from olmo_doctor.fix import pyenv, wheelpack
+from olmo_doctor.fix.journal import Entry, Journal, JournalError, atomic_write, check_writable, sha256_file
+from olmo_doctor.fix.plan import FixPlan, PlanItem
+
+Echo = Callable[[str], None]
+DONE = ("undone", "rolled_back")  # entries with nothing left to undo
+
+
+class StepFailed(Exception):
+    def __init__(self, item: PlanItem, code: int, output: str):
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        super().__init__(f"{item.description} failed (exit {code})" + (f":\n{tail}" if tail else ""))
+        self.item = item
+
+
+def _dists(env: pyenv.PyEnv) -> dict[str, list[str | None]]:
+    """name -> [version, direct_url.json text]: the two things `pip freeze` prints for a distribution."""
+    return {k: [d.version, d.direct_url] for k, d in env.dists.items()}
+
+
+def _snapshot(py: str) -> dict[str, list[str | None]]:
+    return _dists(pyenv.query(py))
+
+
+def _changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    out = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name), after.get(name)
+        if old == new:
+            continue
+        if old is not None and new is not None:
+            out.append(f"{name} {old[0]} -> {new[0]}")
+        elif new is not None:
+            out.append(f"+{name} {new[0]}")
+        elif old is not None:
+            out.append(f"-{name} {old[0]}")
+    return out
+
+
+def refuse_held_back(plan: FixPlan) -> None:
+    """pip fixes held back because the target is not a venv: refuse the whole run rather than half of it."""
+    held = [i for i in plan.items if i.status == "needs_venv"]
+    if held:
+        raise UsageError(f"no virtual environment: {held[0].reason} ({len(held)} pip change(s) held back)")
+
+
+def preflight(plan: FixPlan, project: Path, journal: Journal) -> None:
+    """Every refusal, before anything is written: one clear line (UsageError, exit 2), nothing changed."""
+    if plan.from_report:
+        raise UsageError("--from-report plans a dry run for another machine; run `olmo-doctor fix --apply` there")
+    refuse_held_back(plan)
+    check_writable(project)
+    for entry_id in journal.ids():
+        entry = journal.load(entry_id, verify=False)  # manifests only: hashing every saved torch wheel is slow
+        if entry.status == "in_progress":
+            raise JournalError(f"journal entry {entry_id} did not finish (interrupted?); run `olmo-doctor fix "
+                               f"--undo {entry_id}` first")
+
+
+def apply_plan(plan: FixPlan, project: Path, cli_argv: list[str], echo: Echo | None = None,
+               progress: Callable[[PlanItem], None] | None = None) -> Entry:
+    """Run every `apply` item of the plan; returns the journal entry (status applied, or rolled_back).
+    `echo` gets each output line of the commands, `progress` each item as it starts."""
+    journal = Journal(project)
+    preflight(plan, project, journal)
+    py = plan.python if plan.env_kind else None
+    with journal.lock():
+        env = pyenv.query(py) if py else None
+        if env is None or not env.has_pip:
+            py = env = None  # nothing pip-related can run (the planner blocked it): record no freeze
+        freeze = pyenv.freeze(py) if py else None  # before the entry exists: a failure here leaves no trace
+        entry = journal.create({
+            "olmo_doctor_version": __version__, "project": str(project), "python": py, "argv": cli_argv,
+            "plan": [i.to_json() for i in plan.to_run],
+            "findings_before": [f["code"] for f in plan.findings],
+            "freeze_before": freeze, "dists_before": _dists(env) if env else None,
+        })
+        try:
+            for item in plan.to_run:
+                if progress is not None:
+                    progress(item)
+                env = _run_item(item, entry, project, env, echo)
+        except BaseException as e:  # a failed step, a full disk, Ctrl-C: put back what this run did
+            entry.data["error"] = str(e) or type(e).__name__
+            entry.save()
+            try:
+                _restore(entry, project, echo, phase="rollback")
+            except Exception as again:
+                entry.data["status"] = "rollback_incomplete"
+                entry.data["rollback_problems"] = [f"rollback stopped: {again}"]
+                entry.save()
+            if not isinstance(e, (StepFailed, OSError)):
+                raise
+            return entry
+        if py and env:
+            entry.data["freeze_after"] = pyenv.freeze(py)
+            entry.data["dists_after"] = _dists(env)
+        entry.data["status"] = "applied"
+        entry.save()
+        return entry
+
+
+def _run_item(item: PlanItem, entry: Entry, project: Path, env: pyenv.PyEnv | None,
+              echo: Echo | None) -> pyenv.PyEnv | None:
+    """Run one item; returns the environment as it is afterwards (queried once per pip step)."""
+    step: dict[str, Any] = {"item": item.id, "op": item.op, "codes": item.codes, "started": time.time()}
+    if item.op == "write_env_file":
+        assert item.path is not None and item.content is not None
+        record = entry.back_up_file(project, item.path)
+        path = project / item.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, item.content.encode(), mode=record.get("mode", 0o644))
+        record["sha256_after"] = sha256_file(path)
+        step.update(ok=True, returncode=0, wrote=item.path)
+        entry.data["steps"].append(step)
+        entry.save()
+        return env
+    assert item.argv is not None and env is not None
+    _back_up_dists(item, entry, env)
+    step["argv"] = item.argv
+    entry.data["steps"].append(step)
+    entry.save()  # the command is on record before it runs, so an interrupted run can be undone
+    code, output = pyenv.run(item.argv, echo)
+    after = pyenv.query(env.python)
+    step["log"], step["log_sha256"] = entry.add_log(output)
+    step.update(returncode=code, ok=code == 0, elapsed_s=round(time.time() - step.pop("started"), 2),
+                changes=_changes(_dists(env), _dists(after)))
+    entry.save()
+    if code != 0:
+        raise StepFailed(item, code, output)
+    return after
+
+
+def _back_up_dists(item: PlanItem, entry: Entry, env: pyenv.PyEnv) -> None:
+    """Repack each installed distribution this step may replace or remove, once, in its state before the run."""
+    names = list(item.backup)
+    if item.op in ("pip_install", "reinstall_torch"):
+        names += _would_install(item.argv or [])
+    saved = {w["name"] for w in entry.data["wheels"]}
+    for name in dict.fromkeys(names):
+        dist = env.dists.get(name)
+        original = (entry.data["dists_before"] or {}).get(name)
+        if dist is None or name in saved or original != [dist.version, dist.direct_url]:
+            continue  # not installed, already saved, or installed by this run (undo removes it)
+        packed = wheelpack.repack(dist, env.prefix, entry.folder / "wheels")
+        if packed is None:
+            entry.data.setdefault("notes", []).append(f"{name} {dist.version} could not be repacked; undo "
+                                                      f"reinstalls it from the package index")
+            continue
+        entry.data["wheels"].append({"name": name, "version": dist.version, "file": f"wheels/{packed.path.name}",
+                                     "sha256": sha256_file(packed.path), "extras": packed.extras})
+    entry.save()
+
+
+def _would_install(argv: list[str]) -> list[str]:
+    """What pip would install for this command (`pip install --dry-run --report`), as canonical names."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "report.json")
+        code, _ = pyenv.run([*argv[:4], "--dry-run", "--quiet", "--report", report, *argv[4:]])
+        if code != 0 or not os.path.exists(report):
+            return []  # the real command will fail the same way and say why
+        with open(report) as f:
+            data = json.load(f)
+    from packaging.utils import canonicalize_name
+
+    return [str(canonicalize_name(i["metadata"]["name"])) for i in data.get("install", [])]
+
+
+def _restore(entry: Entry, project: Path, echo: Echo | None, phase: str) -> None:
+    """Put packages and files back as they were before the entry's run; record whether it worked."""
+    py = entry.data.get("python")
+    problems: list[str] = []
+    if py and entry.data.get("dists_before") is not None:
+        problems += _reconcile(entry, py, echo)
+    for record in reversed(entry.data["files"]):
+        path = project / record["path"]
+        if record["existed"]:
+            atomic_write(path, (entry.folder / record["backup"]).read_bytes(), mode=record.get("mode"))
+            if sha256_file(path) != record["sha256_before"]:
+                problems.append(f"{record['path']} could not be restored")
+        elif path.exists():
+            path.unlink()
+    if py and entry.data.get("freeze_before") is not None:
+        now = pyenv.freeze(py)
+        entry.data[f"freeze_after_{phase}"] = now
+        if now != entry.data["freeze_before"]:
+            diff = sorted(set(now) ^ set(entry.data["freeze_before"]))
+            problems.append("pip freeze differs from before the run: " + ", ".join(diff[:6]))
+    entry.data[f"{phase}_problems"] = problems
+    ok_status = {"rollback": "rolled_back", "undo": "undone"}[phase]
+    entry.data["status"] = f"{phase}_incomplete" if problems else ok_status
+    entry.data[f"{phase}_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    entry.save()
+
+
+def _reconcile(entry: Entry, py: str, echo: Echo | None) -> list[str]:
+    """Uninstall what the run added and reinstall what it replaced or removed, from the saved wheels."""
+    before: dict[str, Any] = entry.data["dists_before"]
+    current = _snapshot(py)
+    touched = [n for n in sorted(set(before) | set(current)) if before.get(n) != current.get(n)]
+    undo_log: list[dict[str, Any]] = entry.data.setdefault("restore_steps", [])
+    added = [n for n in touched if n not in before]
+    problems: list[str] = []
+
+    def run(argv: list[str]) -> int:
+        code, output = pyenv.run(argv, echo)
+        undo_log.append({"argv": argv, "returncode": code, "output_tail": output[-2000:]})
+        entry.save()
+        return code
+
+    if added and run(pyenv.pip_argv(py, "uninstall", "--yes", *added)) != 0:
+        problems.append(f"could not uninstall {', '.join(added)}")
+    wheels = {w["name"]: w for w in entry.data["wheels"]}
+    for name in touched:
+        if name not in before:
+            continue
+        version = before[name][0]
+        wheel = wheels.get(name)
+        if wheel and wheel["version"] == version:
+            ok = run(pyenv.pip_argv(py, "install", "--no-deps", "--force-reinstall", "--no-index",
+                                    str(entry.folder / wheel["file"]))) == 0
+            dist = pyenv.query(py).dists.get(name) if ok else None
+            if dist is not None:
+                wheelpack.restore_install_files(dist, wheel["extras"])
+        else:  # not repackable (an egg, files outside the venv): the index is all we have
+            ok = run(pyenv.pip_argv(py, "install", "--no-deps", "--force-reinstall", f"{name}=={version}")) == 0
+        if not ok:
+            problems.append(f"could not reinstall {name} {version}")
+    return problems
+
+
+def undo_checks(entry: Entry, journal: Journal, project: Path) -> None:
+    """Refuse (exit 2, nothing changed) an undo that cannot restore exactly or would clobber later changes."""
+    if entry.status in DONE:
+        raise JournalError(f"journal entry {entry.id} is already {entry.status.replace('_', ' ')}; nothing to undo")
+    later = [i for i in journal.ids() if int(i.split("-", 1)[0]) > int(entry.id.split("-", 1)[0])]
+    for other in later:
+        if journal.load(other, verify=False).status not in DONE:
+            raise JournalError(f"journal entry {other} is newer and still applied; undo it first "
+                               f"(olmo-doctor fix --undo {other})")
+    check_writable(project)
+    in_progress = entry.status != "applied"  # interrupted or half rolled back: files may be in either state
+    for record in entry.data["files"]:
+        path = project / record["path"]
+        now = sha256_file(path) if path.exists() else None
+        allowed = {record.get("sha256_after")} | ({record.get("sha256_before")} if in_progress else set())
+        if now not in allowed:
+            raise JournalError(f"{record['path']} changed after fix {entry.id} wrote it; undo would overwrite "
+                               "your edits (restore or move it first)")
+    py = entry.data.get("python")
+    if py and entry.data.get("dists_after") is not None:
+        if not Path(py).exists():
+            raise JournalError(f"the Python fix {entry.id} changed ({py}) no longer exists; nothing to undo there")
+        now_d, after, before = _snapshot(py), entry.data["dists_after"], entry.data["dists_before"]
+        for name in sorted(set(before) | set(after)):
+            if before.get(name) != after.get(name) and now_d.get(name) != after.get(name):
+                have = (now_d.get(name) or ["not installed"])[0]
+                raise JournalError(f"{name} changed after fix {entry.id} (now {have}, the fix left "
+                                   f"{(after.get(name) or ['it uninstalled'])[0]}); undo would overwrite that")
+
+
+def undo(entry: Entry, journal: Journal, project: Path, echo: Echo | None = None) -> Entry:
+    undo_checks(entry, journal, project)
+    with journal.lock():
+        _restore(entry, project, echo, phase="undo")
+    return entry

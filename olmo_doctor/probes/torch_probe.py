@@ -1,0 +1,135 @@
+"""torch, flash-attn and xformers facts without importing torch in this process.
+
+The version and CUDA release come from `torch/version.py` (read as text). What only an imported torch can say
+(C++ ABI, arch list, cuDNN, NCCL, CUDA availability, whether the kernel extensions load against it) comes from one
+short subprocess, cached in the user cache keyed by the install paths' mtimes and the driver version, so the
+second `check` costs nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+
+from olmo_doctor.facts import Facts
+from olmo_doctor.probes import dists
+from olmo_doctor.resources import user_cache_dir
+
+WORKER = r"""
+import json, sys
+out = {}
+def first_line(e):
+    return (type(e).__name__ + ": " + str(e)).strip().splitlines()[0][:400]
+try:
+    import torch
+except Exception as e:
+    print(json.dumps({"torch.import_error": first_line(e)})); sys.exit(0)
+out["torch.cxx11abi"] = bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False))
+try:
+    out["torch.arch_list"] = list(torch.cuda.get_arch_list())
+except Exception:
+    out["torch.arch_list"] = []
+v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+if v:
+    parts = (v // 10000, v % 10000 // 100, v % 100) if v >= 90000 else (v // 1000, v % 1000 // 100, v % 100)
+    out["torch.cudnn"] = "%d.%d.%d" % parts
+try:
+    out["torch.nccl"] = ".".join(str(p) for p in torch.cuda.nccl.version()) if torch.version.cuda else None
+except Exception:
+    out["torch.nccl"] = None
+out["torch.cuda_available"] = bool(torch.cuda.is_available())
+for mod, key in (("flash_attn_2_cuda", "flash_attn"), ("xformers.ops", "xformers")):
+    if not sys.argv[1:] or key not in sys.argv[1:]:
+        continue
+    try:
+        m = __import__(mod, fromlist=["_"])
+        out[key + ".import_ok"] = True
+        if key == "xformers":
+            import xformers
+            ok = getattr(xformers, "_has_cpp_library", None)
+            out["xformers.has_cpp_library"] = bool(ok) if ok is not None else None
+    except Exception as e:
+        out[key + ".import_ok"] = False
+        out[key + ".import_error"] = first_line(e)
+print(json.dumps(out))
+"""
+
+VERSION_FIELD = re.compile(r"^(__version__|cuda|hip)\s*(?::[^=]*)?=\s*['\"]?([^'\"\n]*)['\"]?", re.M)
+
+
+
+def static_facts() -> tuple[Facts, Path | None]:
+    """Facts read from files only: torch version/CUDA and the kernel packages' versions."""
+    facts: Facts = {"torch.version": None, "torch.cuda": None, "torch.path": None}
+    spec = find_spec("torch")
+    torch_dir = Path(spec.origin).parent if spec and spec.origin else None
+    if torch_dir is not None:
+        facts["torch.path"] = str(torch_dir)
+        try:
+            fields = dict(VERSION_FIELD.findall((torch_dir / "version.py").read_text()))
+            facts["torch.version"] = fields.get("__version__") or None
+            cuda = fields.get("cuda")
+            facts["torch.cuda"] = None if cuda in (None, "", "None") else cuda
+        except OSError:
+            pass
+    for dist_name, key in (("flash-attn", "flash_attn"), ("xformers", "xformers")):
+        facts[f"{key}.version"] = dists.version(dist_name)
+    return facts, torch_dir
+
+
+def _mtime(path: Path | None) -> float:
+    try:
+        return path.stat().st_mtime if path else 0.0
+    except OSError:
+        return 0.0
+
+
+def _cache_key(torch_dir: Path, kernels: list[str]) -> str:
+    try:
+        driver = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        driver = ""
+    parts = [sys.executable, str(torch_dir), str(_mtime(torch_dir / "version.py")), driver,
+             os.environ.get("CUDA_VISIBLE_DEVICES", "")]
+    for key in kernels:
+        spec = find_spec(key)
+        parts += [key, str(_mtime(Path(spec.origin) if spec and spec.origin else None))]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def dynamic_facts(torch_dir: Path, kernels: list[str], timeout: float = 120.0) -> Facts:
+    """Ask a torch-importing subprocess, or the cache of its last answer for this exact install."""
+    cache = user_cache_dir() / "torch-facts" / f"{_cache_key(torch_dir, kernels)}.json"
+    try:
+        return dict(json.loads(cache.read_text()))
+    except (OSError, ValueError):
+        pass
+    try:
+        proc = subprocess.run([sys.executable, "-c", WORKER, *kernels], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+        facts = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return {"torch.import_error": "could not run a Python subprocess to import torch"}
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps(facts))
+        tmp.replace(cache)
+    except OSError:
+        pass  # a read-only home only costs the cache
+    return facts
+
+
+def probe(import_torch: bool = True) -> Facts:
+    facts, torch_dir = static_facts()
+    if torch_dir is None or not import_torch:
+        return facts
+    kernels = [k for k in ("flash_attn", "xformers") if facts.get(f"{k}.version")]
+    facts.update(dynamic_facts(torch_dir, kernels))
+    return facts

@@ -1,0 +1,176 @@
+"""Parse raw tool captures: `env.txt` ("== section" blocks of nvidia-smi, nvcc, gcc, meminfo, ulimit, pip, env,
+df ...) and `torch.txt` (torch's own answers), as written by shared/bench/env_capture.sh."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from olmo_doctor import tables
+from olmo_doctor.facts import FACT_KEYS, Facts
+
+GB = 1e9
+_SIZE = {"K": 1e3 / GB * 1.024, "M": 1.048576e6 / GB, "G": 1.073741824, "T": 1099.511627776}
+
+
+def looks_like(text: str) -> bool:
+    return bool(re.search(r"^== (nvidia-smi|meminfo|nvcc|gcc|ldd|pip|env)\s*$", text, re.M)) or bool(
+        re.search(r"^torch \S+ cuda \S+ cudnn", text, re.M))
+
+
+def sections(text: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    current = ""
+    for line in text.splitlines():
+        m = re.match(r"^== (.+?)\s*$", line)
+        if m:
+            current = m.group(1)
+            out[current] = []
+        else:
+            out.setdefault(current, []).append(line)
+    return out
+
+
+def _df_size(lines: list[str], column: int) -> float | None:
+    for line in lines[1:]:
+        cols = line.split()
+        if len(cols) > column:
+            m = re.match(r"([\d.]+)([KMGT])?", cols[column])
+            if m:
+                return round(float(m.group(1)) * _SIZE.get(m.group(2) or "G", 1.0), 1)
+    return None
+
+
+def parse(text: str) -> Facts:
+    s = sections(text)
+    f: Facts = {}
+    if (lines := s.get("nproc")) and lines[0].strip().isdigit():
+        f["cpu.count"] = int(lines[0].strip())
+    mem = {k: int(v) for k, v in re.findall(r"^(\w+):\s+(\d+) kB", "\n".join(s.get("meminfo", [])), re.M)}
+    if "MemTotal" in mem:
+        f["mem.total_gb"] = round(mem["MemTotal"] * 1024 / GB, 1)
+    if "MemAvailable" in mem:
+        f["mem.available_gb"] = round(mem["MemAvailable"] * 1024 / GB, 1)
+    ulimit = "\n".join(s.get("ulimit", []))
+    if m := re.search(r"open files\s+\(-n\)\s+(\S+)", ulimit):
+        f["ulimit.nofile.soft"] = -1 if m.group(1) == "unlimited" else int(m.group(1))
+    if m := re.search(r"max locked memory\s+\(kbytes, -l\)\s+(\S+)", ulimit):
+        f["ulimit.memlock.soft"] = -1 if m.group(1) == "unlimited" else int(m.group(1)) * 1024
+    _gpu(s, f)
+    nvcc = "\n".join(s.get("nvcc", []))
+    if m := re.search(r"release (\d+\.\d+), V([\d.]+)", nvcc):
+        f["nvcc.version"], f["nvcc.full_version"] = m.group(1), m.group(2)
+        first = s["nvcc"][0].strip() if s.get("nvcc") else ""
+        f["nvcc.path"] = first if first.startswith("/") else None
+    for line in s.get("CUDA_HOME", []):
+        if line.startswith("CUDA_HOME="):
+            f["cuda.home"] = f["cuda.home_env"] = line.split("=", 1)[1].strip() or None
+    gcc = "\n".join(s.get("gcc", []))
+    if m := re.search(r"^(?:g\+\+|gcc) .*?(\d+\.\d+\.\d+)\s*$", gcc, re.M):
+        f["gcc.version"] = m.group(1)
+    if m := re.search(r"(?:GLIBC|GNU libc)[^\d]*(\d+\.\d+)\)?\s*(\d+\.\d+)?", "\n".join(s.get("ldd", []))):
+        f["glibc.version"] = m.group(2) or m.group(1)
+    glibcxx = re.findall(r"GLIBCXX_(3\.4\.\d+)", "\n".join(s.get("libstdc++", [])))
+    if glibcxx:
+        f["libstdcxx.glibcxx_max"] = max(glibcxx, key=lambda v: tuple(map(int, v.split("."))))
+    ninja = s.get("ninja", [])
+    if len(ninja) >= 2 and (m := re.match(r"(\d+(?:\.\d+)*)", ninja[1].strip())):
+        f["ninja.path"], f["ninja.version"] = ninja[0].strip(), m.group(1)
+    if m := re.search(r"Python (\d+\.\d+\.\d+)", "\n".join(s.get("python", []))):
+        f["python.version"] = m.group(1)
+    _pip(s.get("pip", []), f)
+    _env(s.get("env", []), f)
+    if (shm := _df_size(s.get("shm", []), 1)) is not None:
+        f["shm.size_gb"] = shm
+    if (disk := _df_size(s.get("disk", []), 3)) is not None:
+        f["disk.free_gb"] = disk
+    if m := re.search(r'^PRETTY_NAME="?([^"\n]+)', "\n".join(s.get("os-release", [])), re.M):
+        f["os.name"] = m.group(1)
+    if (uname := s.get("uname")) and len(uname[0].split()) > 2:
+        f["os.kernel"] = uname[0].split()[2]
+        f["os.wsl"] = "microsoft" in uname[0].lower()
+    _torch(text, f)
+    return f
+
+
+def _gpu(s: dict[str, list[str]], f: Facts) -> None:
+    rows = [r for r in s.get("nvidia-smi query", []) if r.strip() and not r.startswith("name")]
+    header = next((r for r in s.get("nvidia-smi query", []) if r.startswith("name")), "")
+    cols = [c.strip().split(" ")[0] for c in header.split(",")]
+    if rows and cols:
+        f["gpu.count"] = len(rows)
+        for i, row in enumerate(rows):
+            values = dict(zip(cols, [v.strip() for v in row.split(",")], strict=False))
+            f[f"gpu.{i}.name"] = values.get("name")
+            f[f"gpu.{i}.compute_capability"] = values.get("compute_cap")
+            if (mem := re.match(r"([\d.]+)", values.get("memory.total", ""))):
+                f[f"gpu.{i}.memory_gb"] = round(float(mem.group(1)) * 1048576 / GB, 1)
+            f[f"gpu.{i}.pci_bus_id"] = values.get("pci.bus_id")
+            f["driver.version"] = values.get("driver_version") or f.get("driver.version")
+        f["gpu.source"] = "report"
+    smi = "\n".join(s.get("nvidia-smi", []))
+    if m := re.search(r"Driver Version:\s*([\d.]+)", smi):
+        f["driver.version"] = m.group(1)
+    if m := re.search(r"CUDA Version:\s*([\d.]+)", smi):
+        f["driver.cuda_version"] = m.group(1)
+    topo = "\n".join(s.get("nvidia-smi topo", []))
+    if topo and isinstance(f.get("gpu.count"), int):
+        f["gpu.nvlink"] = bool(re.search(r"\bNV\d+\b", topo)) if f["gpu.count"] > 1 else False  # type: ignore[operator]
+
+
+def _pip(lines: list[str], f: Facts) -> None:
+    for line in lines:
+        if m := re.match(r"pip (\S+) from", line):
+            f["pip.version"] = m.group(1)
+        cols = line.split()
+        if len(cols) == 2 and re.match(r"\d", cols[1]):
+            name, version = cols[0].lower().replace("_", "-"), cols[1]
+            key = {"setuptools": "setuptools", "wheel": "wheel", "packaging": "packaging", "flash-attn": "flash_attn",
+                   "xformers": "xformers"}.get(name)
+            if key:
+                f[f"{key}.version"] = version
+
+
+def _env(lines: list[str], f: Facts) -> None:
+    for line in lines:
+        name, sep, value = line.partition("=")
+        if not sep:
+            continue
+        if f"env.{name}" in FACT_KEYS:
+            f[f"env.{name}"] = value
+        if name == "CXX":
+            f["gcc.cxx_env"] = value
+        if name == "CC":
+            f["gcc.cc_env"] = value
+        if name == "CUDA_HOME":
+            f["cuda.home"] = f["cuda.home_env"] = value
+
+
+def _torch(text: str, f: Facts) -> None:
+    if m := re.search(r"^torch (\S+) cuda (\S+) cudnn (\S+)", text, re.M):
+        f["torch.version"] = m.group(1)
+        f["torch.cuda"] = None if m.group(2) == "None" else m.group(2)
+        if m.group(3).isdigit():
+            v = int(m.group(3))
+            f["torch.cudnn"] = "%d.%d.%d" % ((v // 10000, v % 10000 // 100, v % 100) if v >= 90000
+                                             else (v // 1000, v % 1000 // 100, v % 100))
+    if m := re.search(r"^nccl \((\d+), (\d+), (\d+)\)", text, re.M):
+        f["torch.nccl"] = ".".join(m.groups())
+    if m := re.search(r"^cxx11abi (True|False)", text, re.M):
+        f["torch.cxx11abi"] = m.group(1) == "True"
+    if m := re.search(r"^arch_list (\[.*\])", text, re.M):
+        try:
+            f["torch.arch_list"] = [str(a) for a in ast.literal_eval(m.group(1))]
+        except (ValueError, SyntaxError):
+            pass
+    devices = re.findall(r"^(\d+) (.+?) (\d+) (\d+) (\d+) \d+$", text, re.M)
+    if devices and re.search(r"^torch ", text, re.M):
+        f["torch.cuda_available"] = True
+        for idx, name, major, minor, mem in devices:
+            f.setdefault(f"gpu.{idx}.name", name)
+            f[f"gpu.{idx}.compute_capability"] = f"{major}.{minor}"
+            f.setdefault(f"gpu.{idx}.memory_gb", round(int(mem) / GB, 1))
+        f.setdefault("gpu.count", len(devices))
+    if m := re.search(r"^CUDA_HOME (\S+)", text, re.M):
+        f["cuda.home"] = m.group(1)
+    _ = tables  # tables used by report._finish for derived facts
