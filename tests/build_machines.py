@@ -24,6 +24,7 @@ def _base(**over: object) -> Facts:
         "python.version": "3.12.3",
         "python.executable": "/opt/venv/bin/python3",
         "ninja.path": "/opt/venv/bin/ninja",
+        "ninja.version": "1.13.2",
         "os.arch": "x86_64",
         "os.wsl": False,
     }

@@ -23,9 +23,7 @@ def _plan(facts=H200, **req):
     return plan_build(facts, FA, BuildRequest(package="flash-attn", **req))
 
 
-def _wheel(
-    directory: Path, name: str = "olmo_doctor_cachetest", version: str = "1.0+olmo.hd128.bf16"
-) -> Path:
+def _wheel(directory: Path, name: str = "olmo_doctor_cachetest", version: str = "1.0+olmo.hd128.bf16") -> Path:
     """A minimal valid pure-Python wheel (stands in for a compiled flash-attn wheel)."""
     dist = f"{name}-{version}"
     path = directory / f"{dist}-py3-none-any.whl"

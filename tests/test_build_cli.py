@@ -59,11 +59,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     ):
         proc = _cli(*args)
         assert proc.returncode == 2, (args, proc.stderr)
-        assert (
-            needle in proc.stderr
-            and len(proc.stderr.strip().splitlines()) == 1
-            and "Traceback" not in proc.stderr
-        )
+        assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
 def _has_gpu() -> bool:

@@ -54,9 +54,7 @@ FAKE_BUILD = textwrap.dedent("""
 
 
 def _plan(tmp_path: Path, outcome: str):
-    plan = plan_build(
-        H200, find_recipe("flash-attn"), BuildRequest(package="flash-attn", work_root=str(tmp_path))
-    )
+    plan = plan_build(H200, find_recipe("flash-attn"), BuildRequest(package="flash-attn", work_root=str(tmp_path)))
     Path(plan.wheel_dir).mkdir(parents=True)
     script = tmp_path / "fake_build.py"
     script.write_text(FAKE_BUILD)

@@ -20,11 +20,7 @@ KERNEL = "__global__ void axpy(float a, const float* x, float* y) { y[threadIdx.
 
 def _cuda_home() -> Path | None:
     for cand in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if (
-            cand
-            and (Path(cand) / "bin" / "nvcc").is_file()
-            and (Path(cand) / "include" / "cuda_runtime.h").is_file()
-        ):
+        if cand and (Path(cand) / "bin" / "nvcc").is_file() and (Path(cand) / "include" / "cuda_runtime.h").is_file():
             return Path(cand)
     return None
 
@@ -61,13 +57,9 @@ def _compile(tmp: Path, flags: list[str]) -> tuple[set[str], str]:
         text=True,
         timeout=300,
     )
-    elf = subprocess.run(
-        [cuobjdump, "--list-elf", str(obj)], check=True, capture_output=True, text=True
-    ).stdout
+    elf = subprocess.run([cuobjdump, "--list-elf", str(obj)], check=True, capture_output=True, text=True).stdout
     ptx = subprocess.run([cuobjdump, "--list-ptx", str(obj)], capture_output=True, text=True).stdout
-    sass = subprocess.run(
-        [cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True, env=env
-    ).stdout
+    sass = subprocess.run([cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True, env=env).stdout
     archs = {line.split(".")[-2] for line in elf.splitlines() if line.strip().endswith(".cubin")}
     assert "axpy" in sass and "FFMA" in sass  # real machine code for the kernel, not just a stub
     return archs, ptx

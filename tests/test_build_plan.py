@@ -11,6 +11,7 @@ from olmo_doctor.build.plan import MEMORY_FRACTION, RESERVED_GB, BuildRequest, p
 from olmo_doctor.build.recipes import all_recipes, find_recipe
 from olmo_doctor.errors import UsageError
 from olmo_doctor.findings import Finding
+from olmo_doctor.rules.engine import run_rules
 
 FA = find_recipe("flash-attn")
 XF = find_recipe("xformers")
@@ -121,9 +122,15 @@ def test_refusals_for_broken_toolchains():
     assert [b.code for b in _plan(H200, recipe=XF, archs=("9.0",)).blockers] == []
     assert [b.code for b in _plan({**H200, "nvcc.version": "12.4"}, recipe=XF).blockers] == ["BK006"]
     assert [b.code for b in _plan({**H200, "torch.version": "2.9.1+cu128"}, recipe=XF).blockers] == ["BK004"]
-    wrapper = {**H200, "cuda.home": "/usr/local", "cuda.home_has_headers": False}
-    p = _plan(wrapper)
-    assert [b.code for b in p.blockers] == ["BK008"] and "CUDA_HOME" not in p.env
+    # an nvcc wrapper in /usr/local/bin makes torch pick CUDA_HOME=/usr/local: rule OD115 refuses the build
+    wrapper = {
+        **H200,
+        "cuda.home": "/usr/local",
+        "cuda.home_has_headers": False,
+        "cuda.toolkit_root": "/usr/local/cuda-13.0",
+    }
+    p = plan_build(wrapper, FA, BuildRequest(package="flash-attn"), run_rules(wrapper, scope="install"))
+    assert [b.code for b in p.blockers] == ["OD115"] and "CUDA_HOME" not in p.env
     assert [b.code for b in _plan({**H200, "nvcc.version": None}).blockers] == ["BK005"]
 
 
@@ -132,6 +139,19 @@ def test_install_scope_rule_errors_refuse_the_build():
     warn = Finding(code="OD124", cause="x", severity="warning", title="w", message="m")
     p = plan_build(H200, FA, BuildRequest(package="flash-attn"), [err, warn])
     assert [b.code for b in p.blockers] == ["OD123"] and not p.ok
+    assert [w.code for w in p.warnings] == ["OD124"]
+    no_ninja = {**H200, "ninja.path": None, "ninja.version": None}  # the real rules: OD250 warns
+    assert "OD250" in [w.code for w in _plan_with_rules(no_ninja).warnings]
+
+
+def _plan_with_rules(facts):
+    return plan_build(facts, FA, BuildRequest(package="flash-attn"), run_rules(facts, scope="install"))
+
+
+def test_real_install_rules_are_quiet_on_the_h200_and_refuse_a_cuda_mismatch():
+    assert _plan_with_rules(H200).ok
+    mismatch = _plan_with_rules({**H200, "nvcc.version": "12.8"})
+    assert "OD110" in [b.code for b in mismatch.blockers]
 
 
 def test_cache_key_changes_with_torch_archs_python_and_subset():
@@ -172,9 +192,7 @@ def test_plan_json_is_complete():
 
 def test_flash_attention_3_from_a_git_checkout(tmp_path) -> None:
     fa3 = find_recipe("flash-attn-3")
-    p = plan_build(
-        H200, fa3, BuildRequest(package="flash-attn-3", source="/src/flash-attention", subset="olmo")
-    )
+    p = plan_build(H200, fa3, BuildRequest(package="flash-attn-3", source="/src/flash-attention", subset="olmo"))
     assert p.ok and p.archs == ["90a"] and p.translation_units == 4
     assert p.argv[-1].endswith("/src/hopper")  # hopper/setup.py builds flash_attn_3
     assert p.env["FLASH_ATTENTION_OFFLINE_BUILD"] == "TRUE"  # never download a toolchain

@@ -37,11 +37,7 @@ def sdist() -> Path:
 def tree(sdist: Path, tmp_path: Path) -> Path:
     """setup.py and csrc/flash_attn/ of the real sdist (what the transformation reads; CUTLASS left out)."""
     with tarfile.open(sdist) as tar:
-        keep = [
-            m
-            for m in tar.getmembers()
-            if m.name.split("/", 1)[-1] == "setup.py" or "/csrc/flash_attn/" in m.name
-        ]
+        keep = [m for m in tar.getmembers() if m.name.split("/", 1)[-1] == "setup.py" or "/csrc/flash_attn/" in m.name]
         tar.extractall(tmp_path, members=keep, filter="data")
     return tmp_path / "flash_attn-2.8.3.post2"
 
@@ -95,18 +91,14 @@ def test_idempotent_and_refuses_another_subset(tree: Path) -> None:
 
 def test_unknown_source_fails_loudly_and_leaves_tree_untouched(tree: Path) -> None:
     api = tree / "csrc/flash_attn/flash_api.cpp"
-    api.write_text(
-        api.read_text().replace("params.is_bf16 = q.dtype() == torch::kBFloat16;", "params.is_bf16 = x;")
-    )
+    api.write_text(api.read_text().replace("params.is_bf16 = q.dtype() == torch::kBFloat16;", "params.is_bf16 = x;"))
     setup_before = (tree / "setup.py").read_text()
     with pytest.raises(SubsetError, match=r"flash_api\.cpp: expected one match"):
         apply_subset(tree, OLMO)
     assert (tree / "setup.py").read_text() == setup_before and not (tree / MARKER).exists()
 
 
-def test_prepare_copies_and_catches_a_checkout_without_submodules(
-    sdist: Path, tree: Path, tmp_path: Path
-) -> None:
+def test_prepare_copies_and_catches_a_checkout_without_submodules(sdist: Path, tree: Path, tmp_path: Path) -> None:
     (tree / "csrc" / "cutlass").mkdir()  # what `git clone` without --recursive leaves: an empty folder
     (tree / ".git").mkdir()
     with pytest.raises(UsageError, match="git submodule update --init csrc/cutlass"):

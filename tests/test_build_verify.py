@@ -37,13 +37,9 @@ def test_judge_picks_the_faster_backend_and_checks_errors() -> None:
     assert not bad["ok"] and "exceeds" in bad["problems"][0]
     crash = verify.judge("flash-attn", {**RAW, "outside_subset": "no error raised"}, [128])
     assert not crash["ok"] and "did not raise" in crash["problems"][0]
-    other = verify.judge(
-        "flash-attn", {**RAW, "outside_subset": "CUDA error: invalid argument"}, [128], "olmo-doctor"
-    )
+    other = verify.judge("flash-attn", {**RAW, "outside_subset": "CUDA error: invalid argument"}, [128], "olmo-doctor")
     assert not other["ok"]  # some error, but not ours: the dispatch was not cut where we expect
-    fa3 = verify.judge(
-        "flash-attn-3", {**RAW, "outside_subset": "This flash attention build does not ..."}, [128]
-    )
+    fa3 = verify.judge("flash-attn-3", {**RAW, "outside_subset": "This flash attention build does not ..."}, [128])
     assert fa3["ok"]  # FA3's own DISABLE_* switches raise upstream's message
     assert verify.judge("flash-attn", {**RAW, "outside_subset": "x"}, [])["ok"]  # full build: not checked
     xf = verify.judge("xformers", {**RAW, "cuda_build": False}, [])

@@ -39,9 +39,7 @@ def lookup(plan: BuildPlan, root: Path | None = None) -> Path | None:
     return wheels[0] if wheels and key == plan.cache_key else None
 
 
-def store(
-    plan: BuildPlan, wheel: Path, extra: dict[str, Any] | None = None, root: Path | None = None
-) -> Path:
+def store(plan: BuildPlan, wheel: Path, extra: dict[str, Any] | None = None, root: Path | None = None) -> Path:
     """Copy the wheel in atomically (temp dir + rename) so a crash never leaves a half entry behind."""
     d = entry_dir(plan, root)
     d.parent.mkdir(parents=True, exist_ok=True)

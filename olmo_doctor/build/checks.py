@@ -1,7 +1,8 @@
 """Reasons to refuse or warn about a build plan that are specific to the package being built.
 
 General toolchain problems (nvcc vs torch CUDA, gcc too new, ...) are rules in known_issues/ (scope install);
-the planner adds their errors to the plan's blockers. Codes: BK0xx refuse the build, BK1xx warn.
+the planner adds their errors to the plan's blockers. Codes: BK0xx refuse the build, BK1xx warn (ninja missing is
+rule OD250, CUDA_HOME without headers OD115, nvcc/torch CUDA mismatch OD110).
 """
 
 from __future__ import annotations
@@ -125,31 +126,11 @@ def check_package(recipe: Recipe, facts: Facts, ccs: list[str], archs: list[str]
                         f"install CUDA >= {need} and point CUDA_HOME at it",
                     )
                 )
-    if facts.get("cuda.home_has_headers") is False:
-        out.append(
-            _finding(
-                "BK008",
-                "CUDA_HOME has no CUDA headers",
-                f"torch will compile with CUDA_HOME={facts.get('cuda.home')}, which has no "
-                "include/cuda_runtime.h (often an nvcc wrapper script in /usr/local/bin).",
-                "export CUDA_HOME=/usr/local/cuda",
-            )
-        )
     return out
 
 
 def check_sizing(facts: Facts, sizing: JobSizing) -> list[Finding]:
     out: list[Finding] = []
-    if not facts.get("ninja.path") and not facts.get("ninja.version"):
-        out.append(
-            _finding(
-                "BK101",
-                "ninja not found: the build will be serial (hours)",
-                "Without ninja torch falls back to distutils and compiles one file at a time.",
-                "pip install ninja",
-                severity="warning",
-            )
-        )
     if sizing.memory_gb is not None and sizing.memory_gb * MEMORY_FRACTION - RESERVED_GB < sizing.gb_per_job:
         out.append(
             _finding(

@@ -123,8 +123,7 @@ def run_plan(
         Progress(*columns, console=console, transient=False, disable=not console.is_terminal) as bar,
     ):
         log.write(
-            f"# olmo-doctor build-kernels: {plan.package} {plan.version}\n# argv: {plan.argv}\n"
-            f"# env: {plan.env}\n"
+            f"# olmo-doctor build-kernels: {plan.package} {plan.version}\n# argv: {plan.argv}\n# env: {plan.env}\n"
         )
         task = bar.add_task(f"{plan.package} {plan.version}", total=None, unit="preparing")
         proc = subprocess.Popen(
@@ -157,31 +156,27 @@ def run_plan(
         wall = time.monotonic() - start
         log.write(f"# returncode {rc}, wall {wall:.1f} s, peak RSS {rss.peak / 1e9:.2f} GB\n")
     wheels = sorted(Path(plan.wheel_dir).glob("*.whl"), key=lambda p: p.stat().st_mtime)
-    return BuildResult(
-        rc, wall, rss.peak / 1e9, log_path, wheels[-1] if rc == 0 and wheels else None, done, total
-    )
+    return BuildResult(rc, wall, rss.peak / 1e9, log_path, wheels[-1] if rc == 0 and wheels else None, done, total)
 
 
 def explain_failure(log_path: Path) -> dict[str, Any]:
     """diagnose's verdict on a failed build log, or the first compiler error when diagnose is unavailable."""
     try:
-        from olmo_doctor.diagnose import diagnose_file  # lazily: lives on another branch until merged
+        from olmo_doctor.diagnose import diagnose_file  # lazily: the build must not need diagnose to run
     except ImportError:
-        diagnose_file = None
-    if diagnose_file is not None:
-        try:
-            verdict = diagnose_file(log_path)
-            findings = getattr(verdict, "findings", verdict)
-            if isinstance(findings, list) and findings:
-                top = findings[0]
-                return {
-                    "source": "diagnose",
-                    "title": getattr(top, "title", str(top)),
-                    "message": getattr(top, "message", ""),
-                    "fixes": [c for f in getattr(top, "fixes", []) for c in getattr(f, "commands", [])],
-                }
-        except Exception as e:  # diagnose failing must never hide the build failure itself
-            return {"source": "error", "title": f"diagnose failed: {e}", "message": "", "fixes": []}
+        return {"source": "log", "title": "build failed", "message": first_error(log_path), "fixes": []}
+    try:
+        findings = diagnose_file(log_path)
+    except Exception as e:  # diagnose failing must never hide the build failure itself
+        return {"source": "error", "title": f"diagnose failed: {e}", "message": first_error(log_path), "fixes": []}
+    if findings:
+        top = findings[0]
+        return {
+            "source": "diagnose",
+            "title": top.title,
+            "message": top.message,
+            "fixes": [c for f in top.fixes for c in f.commands],
+        }
     return {"source": "log", "title": "build failed", "message": first_error(log_path), "fixes": []}
 
 

@@ -108,9 +108,7 @@ def _flash(package: str) -> tuple[Any, str]:
     return flash_attn_func, version("flash-attn")
 
 
-def check_flash_attn(
-    package: str, shape: tuple[int, int, int, int], subset_dims: list[int]
-) -> dict[str, Any]:
+def check_flash_attn(package: str, shape: tuple[int, int, int, int], subset_dims: list[int]) -> dict[str, Any]:
     import torch
 
     func, installed = _flash(package)
@@ -148,9 +146,7 @@ def check_xformers(shape: tuple[int, int, int, int]) -> dict[str, Any]:
     )
     res["version"] = xformers.__version__
     res["info"] = {k: v for k, v in fields.items() if k.startswith(("build.", "memory_efficient_attention"))}
-    res["cuda_build"] = (
-        fields.get("build.cuda_version", "None") not in ("None", "") and "build.nvcc_version" in fields
-    )
+    res["cuda_build"] = fields.get("build.cuda_version", "None") not in ("None", "") and "build.nvcc_version" in fields
     return res
 
 

@@ -131,9 +131,7 @@ def size_jobs(
         limits["--jobs"] = max(1, requested)
     jobs = min(limits.values())
     binding = [name for name, value in limits.items() if value == jobs]
-    reason = (
-        f"{jobs} = min({', '.join(f'{k} {v}' for k, v in limits.items())}); bound by {' and '.join(binding)}"
-    )
+    reason = f"{jobs} = min({', '.join(f'{k} {v}' for k, v in limits.items())}); bound by {' and '.join(binding)}"
     return JobSizing(
         jobs,
         threads_per_job,
@@ -184,9 +182,10 @@ def _python_abi(version: FactValue) -> str | None:
 
 
 def plan_build(
-    facts: Facts, recipe: Recipe, request: BuildRequest, check_errors: list[Finding] | None = None
+    facts: Facts, recipe: Recipe, request: BuildRequest, check_findings: list[Finding] | None = None
 ) -> BuildPlan:
-    """Everything the build will do on this machine. `check_errors` are install-scope rule errors."""
+    """Everything the build will do on this machine. `check_findings`: the install-scope rules' findings
+    (`run_rules(facts, scope="install")`); their errors refuse the build, their warnings are shown."""
     subset: Subset | None = None
     if request.subset is not None:
         subset = recipe.subsets[request.subset]  # the caller validated the name against the recipe
@@ -257,9 +256,8 @@ def plan_build(
             "sha256": recipe.sha256,
         }
     )
-    blockers = check_package(recipe, facts, ccs, archs) + [
-        f for f in check_errors or [] if f.severity == "error"
-    ]
+    found = check_findings or []
+    blockers = check_package(recipe, facts, ccs, archs) + [f for f in found if f.severity == "error"]
     return BuildPlan(
         package=recipe.package,
         version=version,
@@ -280,7 +278,7 @@ def plan_build(
         cache_key=key,
         cache_digest=digest,
         blockers=blockers,
-        warnings=check_sizing(facts, sizing),
+        warnings=[f for f in found if f.severity == "warning"] + check_sizing(facts, sizing),
     )
 
 

@@ -26,9 +26,7 @@ def print_findings(console: Console, findings: list[Finding]) -> None:
 def print_plan(console: Console, plan: BuildPlan) -> None:
     s = plan.sizing
     target = ", ".join(f"{g}" for g in plan.gpus) or "given by --arch"
-    console.print(
-        f"[bold]{plan.package} {plan.version}[/bold]" + (f"  (subset {plan.subset})" if plan.subset else "")
-    )
+    console.print(f"[bold]{plan.package} {plan.version}[/bold]" + (f"  (subset {plan.subset})" if plan.subset else ""))
     console.print(
         f"  target      {target}: compute capability {', '.join(plan.compute_capabilities) or '-'}"
         f" -> archs {', '.join(plan.archs) or '-'}",
@@ -36,8 +34,7 @@ def print_plan(console: Console, plan: BuildPlan) -> None:
     )
     src = plan.source
     console.print(
-        f"  source      {src['location']}"
-        + (f" (sha256 {src['sha256'][:12]}…)" if src.get("sha256") else ""),
+        f"  source      {src['location']}" + (f" (sha256 {src['sha256'][:12]}…)" if src.get("sha256") else ""),
         highlight=False,
     )
     console.print(
@@ -55,9 +52,7 @@ def print_plan(console: Console, plan: BuildPlan) -> None:
     console.print(f"  cache key   {plan.cache_digest}", highlight=False)
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in plan.env.items())
     console.print("  command", highlight=False)
-    console.print(
-        f"    {env} \\\n      {shlex.join(plan.argv)}", highlight=False, markup=False, soft_wrap=True
-    )
+    console.print(f"    {env} \\\n      {shlex.join(plan.argv)}", highlight=False, markup=False, soft_wrap=True)
     if plan.blockers:
         console.print("  [red]refused[/red]: fix these first")
         print_findings(console, plan.blockers)

@@ -92,9 +92,7 @@ def fingerprint(source: Path) -> str:
 def check_tree(tree: Path, recipe: Recipe) -> None:
     """A git checkout without submodules has no CUTLASS; say so before a compile fails on cute/tensor.hpp."""
     if not (tree / recipe.subdir / "setup.py").is_file():
-        raise UsageError(
-            f"{tree / recipe.subdir} has no setup.py; pass a {recipe.package} source tree or sdist"
-        )
+        raise UsageError(f"{tree / recipe.subdir} has no setup.py; pass a {recipe.package} source tree or sdist")
     if not (tree / recipe.submodule_marker).is_file():
         hint = (
             f"cd {tree} && {recipe.submodule_fix}"

@@ -194,8 +194,7 @@ def apply_subset(tree: Path, subset: Subset) -> list[str]:
     units = TRANSFORMS[subset.transform](tree, subset)
     if subset.transform != "env" and len(units) != subset.translation_units:
         raise SubsetError(
-            f"subset '{subset.name}' left {len(units)} translation units, the recipe expects "
-            f"{subset.translation_units}"
+            f"subset '{subset.name}' left {len(units)} translation units, the recipe expects {subset.translation_units}"
         )
     marker.write_text(json.dumps({"subset": subset.name, "translation_units": units}, indent=1))
     return units

@@ -44,9 +44,7 @@ def judge(package: str, raw: dict[str, Any], subset_dims: list[int], subset_text
         problems.append(f"sliding-window relative error {raw['local_rel_error']:.2e} exceeds the bound")
     outside = str(raw.get("outside_subset", ""))
     if subset_dims and (outside in ("", "no error raised") or subset_text not in outside):
-        problems.append(
-            f"a head dim outside the subset did not raise the subset error: {raw.get('outside_subset')}"
-        )
+        problems.append(f"a head dim outside the subset did not raise the subset error: {raw.get('outside_subset')}")
     if package == "xformers" and not raw.get("cuda_build"):
         problems.append("`python -m xformers.info` reports no CUDA build")
     faster = "sdpa" if raw["sdpa_ms"] <= raw["kernel_ms"] else package
@@ -104,12 +102,7 @@ def preferred_backend(gpu: str, torch_version: str, path: Path | None = None) ->
     best, best_ms = "sdpa", None
     for r in results:
         mine = r.get("gpu") == gpu and r.get("torch") == torch_version
-        if (
-            mine
-            and r.get("ok")
-            and r.get("faster") != "sdpa"
-            and (best_ms is None or r["kernel_ms"] < best_ms)
-        ):
+        if mine and r.get("ok") and r.get("faster") != "sdpa" and (best_ms is None or r["kernel_ms"] < best_ms):
             best, best_ms = r["package"], r["kernel_ms"]
     return best
 

@@ -108,7 +108,7 @@ def _plans(
     if source and not Path(source).expanduser().exists():
         raise UsageError(f"--source {source}: no such file or folder")
     facts = machine.gather(from_report)
-    errors = [f for f in run_rules(facts, scope="install") if f.severity == "error"]
+    findings = run_rules(facts, scope="install")
     out = []
     for recipe in found:
         src = source
@@ -133,7 +133,7 @@ def _plans(
             python=str(facts.get("python.executable") or ("python3" if from_report else sys.executable)),
             work_root=str(user_cache_dir()),
         )
-        out.append((recipe, plan.plan_build(facts, recipe, request, errors)))
+        out.append((recipe, plan.plan_build(facts, recipe, request, findings)))
     return out
 
 
