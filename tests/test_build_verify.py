@@ -105,3 +105,17 @@ def test_gpucheck_comparison_harness_on_cpu() -> None:
     assert good["kernel_ms"] > 0 and good["sdpa_ms"] > 0
     wrong = gpucheck._compare(lambda q, k, v: _naive_attention(q, k, v, causal=False), shape, device="cpu")
     assert wrong["max_rel_error"] > 10 * gpucheck.REL_ERROR_BOUND  # a non-causal kernel is caught
+
+
+def test_xformers_info_parsing() -> None:
+    from olmo_doctor.build.gpucheck import xformers_info
+
+    cuda_build = (
+        "xFormers 0.0.35\nmemory_efficient_attention.cutlassF-pt:   available\nbuild.cuda_version:  1300\n"
+        "build.env.TORCH_CUDA_ARCH_LIST:  9.0a\nbuild.nvcc_version:  13.0.88\n"
+    )
+    fields, ok = xformers_info(cuda_build)
+    assert ok and fields["build.env.TORCH_CUDA_ARCH_LIST"] == "9.0a"
+    assert fields["memory_efficient_attention.cutlassF-pt"] == "available"
+    cpu_build = "xFormers 0.0.35\nbuild.cuda_version:  None\nbuild.python_version: 3.12.3\n"
+    assert xformers_info(cpu_build)[1] is False

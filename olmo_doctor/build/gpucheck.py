@@ -134,19 +134,23 @@ def check_flash_attn(package: str, shape: tuple[int, int, int, int], subset_dims
     return res
 
 
+def xformers_info(text: str) -> tuple[dict[str, str], bool]:
+    """`python -m xformers.info` lines -> (build and attention fields, whether it is a CUDA build)."""
+    fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in text.splitlines()) if _}
+    cuda = fields.get("build.cuda_version", "None") not in ("None", "") and "build.nvcc_version" in fields
+    return {k: v for k, v in fields.items() if k.startswith(("build.", "memory_efficient_attention"))}, cuda
+
+
 def check_xformers(shape: tuple[int, int, int, int]) -> dict[str, Any]:
     import xformers
     import xformers.ops as xops
 
     info = subprocess.run([sys.executable, "-m", "xformers.info"], capture_output=True, text=True)
-    fields = dict(line.split(":", 1) for line in info.stdout.splitlines() if ":" in line)
-    fields = {k.strip(): v.strip() for k, v in fields.items()}
     res = _compare(
         lambda q, k, v: xops.memory_efficient_attention(q, k, v, attn_bias=xops.LowerTriangularMask()), shape
     )
     res["version"] = xformers.__version__
-    res["info"] = {k: v for k, v in fields.items() if k.startswith(("build.", "memory_efficient_attention"))}
-    res["cuda_build"] = fields.get("build.cuda_version", "None") not in ("None", "") and "build.nvcc_version" in fields
+    res["info"], res["cuda_build"] = xformers_info(info.stdout)
     return res
 
 
