@@ -32,8 +32,9 @@ TARGET_WALL_S, TARGET_SPEEDUP, TARGET_RAM_BAND, TARGET_CACHED_S = 120.0, 9.0, 0.
 
 def _run(args: list[str], env: dict[str, str]) -> tuple[float, dict, str]:
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "olmo_doctor", "build-kernels", *args], env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "olmo_doctor", "build-kernels", *args], env=env, capture_output=True, text=True
+    )
     wall = time.monotonic() - start
     sys.stderr.write(proc.stderr)
     try:
@@ -49,6 +50,7 @@ def main() -> int:
     ap.add_argument("--sdist", required=True, help="flash_attn-2.8.3.post2.tar.gz (carried; no internet needed)")
     ap.add_argument("--json", dest="json_out", help="also write the results to this file")
     ap.add_argument("--keep-cache", action="store_true", help="leave the temporary cache for inspection")
+    ap.add_argument("--arch", help="target compute capability (only to try the bench on a machine without a GPU)")
     args = ap.parse_args()
     sdist = Path(args.sdist).resolve()
     if not sdist.is_file():
@@ -57,19 +59,35 @@ def main() -> int:
     cache = Path(tempfile.mkdtemp(prefix="olmo-bench-cache-"))
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     common = ["--package", "flash-attn", "--subset", "olmo", "--source", str(sdist), "--json"]
+    if args.arch:
+        common += ["--arch", args.arch]
     try:
-        plan = json.loads(subprocess.run([sys.executable, "-m", "olmo_doctor", "build-kernels", *common,
-                                          "--dry-run"], env=env, capture_output=True, text=True).stdout)["plans"][0]
+        plan = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "olmo_doctor", "build-kernels", *common, "--dry-run"],
+                env=env,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )["plans"][0]
         build_s, first, _ = _run(common, env)
         cached_s, second, _ = _run([*common, "--no-verify"], env)
     finally:
         if not args.keep_cache:
             shutil.rmtree(cache, ignore_errors=True)
+    if first.get("status") != "built":  # refused or failed: no timing means anything
+        print(json.dumps({"status": first.get("status"), "result": first}, indent=1))
+        print(
+            f"bench: the build did not complete (status {first.get('status')}); see the output above", file=sys.stderr
+        )
+        return 1
     peak, predicted = first.get("peak_rss_gb"), plan["predicted_peak_gb"]
     ram_ratio = peak / predicted if peak else None
     results = {
-        "plan": {k: plan[k] for k in ("version", "archs", "max_jobs", "nvcc_threads", "translation_units",
-                                      "predicted_peak_gb")},
+        "plan": {
+            k: plan[k]
+            for k in ("version", "archs", "max_jobs", "nvcc_threads", "translation_units", "predicted_peak_gb")
+        },
         "end_to_end_s": round(build_s, 1),
         "compile_s": first.get("wall_s"),
         "status": first.get("status"),
@@ -93,11 +111,15 @@ def main() -> int:
     }
     results["checks"] = checks
     print(json.dumps(results, indent=1))
-    print(f"\nflash-attn --subset olmo: {build_s:.1f} s end to end ({first.get('wall_s')} s compiling) vs "
-          f"{ANCHOR_PLAIN_BUILD_S:g} s plain single-arch build (anchor constant) = "
-          f"{ANCHOR_PLAIN_BUILD_S / build_s:.1f}x faster")
-    print(f"peak RAM {peak} GB vs predicted {predicted} GB (ratio {results['peak_vs_predicted']}); "
-          f"cached reinstall {cached_s:.2f} s (pip install {second.get('install_s')} s)")
+    print(
+        f"\nflash-attn --subset olmo: {build_s:.1f} s end to end ({first.get('wall_s')} s compiling) vs "
+        f"{ANCHOR_PLAIN_BUILD_S:g} s plain single-arch build (anchor constant) = "
+        f"{ANCHOR_PLAIN_BUILD_S / build_s:.1f}x faster"
+    )
+    print(
+        f"peak RAM {peak} GB vs predicted {predicted} GB (ratio {results['peak_vs_predicted']}); "
+        f"cached reinstall {cached_s:.2f} s (pip install {second.get('install_s')} s)"
+    )
     for name, ok in checks.items():
         print(f"  {'PASS' if ok else 'FAIL'}  {name}")
     if args.json_out:
