@@ -1,0 +1,6 @@
+"""`olmo`: the bundled OLMo 2/3 trainer (the `olmo` command).
+
+Read in this order: config.py (what a run is) -> model.py (the network) -> attention.py (kernels by name) ->
+shards.py / prepare.py / data.py (tokens on disk, making them, reading them) -> optim.py -> checkpoint.py ->
+train.py (the loop) -> parallel.py (device and wrapping) -> smoke.py (the end-to-end check) -> cli.py.
+"""

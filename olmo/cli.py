@@ -1,10 +1,282 @@
-"""`olmo`: the bundled OLMo trainer's command line (placeholder until the trainer lands)."""
+"""`olmo`: the bundled OLMo trainer's command line.
+
+    olmo prepare-data --input docs.jsonl.gz --output data/tokens --tokenizer tokenizer.json
+    olmo validate-shards data/tokens
+    olmo train recipes/olmo2_60m.yaml --set data.paths=[data/tokens]
+    olmo train --smoke
+
+Exit codes: 0 all clear, 1 problems found (corrupt shards, doctor errors, a failed run), 2 bad input or usage
+(one line on stderr, `olmo: ...`, never a traceback).
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from olmo_doctor.errors import UsageError
+
+if TYPE_CHECKING:
+    from olmo.prepare import FileStats
+
+app = typer.Typer(
+    name="olmo",
+    help="Train OLMo 2/3 models: tokenize documents into shards, validate shards, train (or smoke-test) a model.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+out = Console(highlight=False, soft_wrap=True)  # log lines stay whole in files and pipes
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def parse_count(text: str) -> int:
+    """'256M' -> 256_000_000; K, M, G (or B) are powers of 1000."""
+    t = text.strip().upper().replace("_", "").replace(",", "")
+    mult = {"K": 10**3, "M": 10**6, "G": 10**9, "B": 10**9}.get(t[-1:], 1)
+    try:
+        n = int(float(t[:-1] if mult > 1 else t) * mult)
+    except ValueError:
+        raise UsageError(f"'{text}' is not a count; use e.g. 256M or 1000000") from None
+    if n <= 0:
+        raise UsageError(f"the count must be positive (got {text})")
+    return n
+
+
+@app.command("prepare-data")
+def prepare_data(
+    inputs: Annotated[list[Path], typer.Option("--input", "-i", help=".jsonl (field 'text'), .txt (one document per "
+                                               "file), optionally .gz; or directories of them. Repeatable.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory for part-NNNNN.npy shards + manifest.")],
+    tokenizer: Annotated[Path, typer.Option("--tokenizer", "-t", help="A Hugging Face tokenizer.json (or "
+                                            "'bundled': the tiny tokenizer shipped with olmo).")],
+    workers: Annotated[int | None, typer.Option(help="Tokenizer threads (default: all cores).", min=1)] = None,
+    shard_size: Annotated[str, typer.Option(help="Tokens per shard, e.g. 256M; shards end on a document.")] = "256M",
+    eos_token: Annotated[str | None, typer.Option(help="End-of-document token (default: auto-detect).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count documents and tokens per file; write nothing.")]
+    = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace shards from a different run in --output.")]
+    = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Tokenize documents into headerless token shards that olmo and OLMo-core read (EOS after each document)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    os.environ["RAYON_NUM_THREADS"] = str(workers or cores)  # read when the tokenizer first encodes
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
+    from olmo import prepare as P
+    from olmo.shards import dtype_for_vocab
+
+    shard_tokens = parse_count(shard_size)
+    files = P.find_inputs(inputs)
+    tok = P.load_tokenizer(tokenizer, eos_token)
+    if dry_run:
+        raise typer.Exit(_print_dry_run(files, P.dry_run(files, tok), tok.vocab_size, shard_tokens))
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    total = sum(f.stat().st_size for f in files)
+    with Progress(TextColumn("[bold]tokenizing"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[tok]}"),
+                  TimeRemainingColumn(), console=out, disable=quiet or not out.is_terminal, transient=True) as bar:
+        task = bar.add_task("tokenizing", total=total, tok="")
+        counted = [0]
+        import time
+
+        t0 = time.perf_counter()
+
+        def progress(nbytes: int, ntok: int) -> None:
+            counted[0] += ntok
+            rate = counted[0] / max(time.perf_counter() - t0, 1e-9)
+            bar.update(task, advance=nbytes, tok=f"{counted[0]:,} tokens, {rate:,.0f} tok/s")
+
+        res = P.prepare(files, output, tok, shard_tokens, overwrite, progress)
+    n_tok = sum(s.num_tokens for s in res.shards)
+    n_docs = sum(s.num_docs for s in res.shards)
+    if res.already_done:
+        out.print(f"{output} is already prepared from these inputs: {len(res.shards)} shards, {n_tok:,} tokens")
+        return
+    if res.resumed_from:
+        out.print(f"resumed an interrupted run: kept {res.resumed_from} finished shard(s)")
+    for path, st in res.stats.items():
+        if st.bad:
+            err.print(f"[yellow]warning:[/] {path}: skipped {st.bad} line(s) that are not JSON with a string "
+                      f"'text' (first: line {st.first_bad_line})")
+        if st.empty:
+            err.print(f"[yellow]warning:[/] {path}: skipped {st.empty} empty document(s)")
+    rate = res.tokens_this_run / max(res.seconds, 1e-9)
+    out.print(f"wrote {len(res.shards)} shard(s), {n_tok:,} tokens, {n_docs:,} documents to {output} "
+              f"in {res.seconds:.1f}s ({rate:,.0f} tokens/s); dtype {dtype_for_vocab(tok.vocab_size)}, "
+              f"vocab {tok.vocab_size:,}, EOS id {tok.eos_id}")
+
+
+def _print_dry_run(files: list[Path], stats: dict[str, FileStats], vocab: int, shard_tokens: int) -> int:
+    from rich.table import Table
+
+    from olmo.shards import dtype_for_vocab
+
+    table = Table("file", "documents", "tokens", "empty", "bad lines", "", box=None)
+    flagged = 0
+    for f in files:
+        st = stats.get(str(f))
+        docs, toks, empty, bad = (st.docs, st.tokens, st.empty, st.bad) if st else (0, 0, 0, 0)
+        flag = "[red]no documents[/]" if docs == 0 else ("[red]unparseable lines[/]" if bad else "")
+        flagged += bool(flag)
+        table.add_row(str(f), f"{docs:,}", f"{toks:,}", str(empty), str(bad), flag)
+    out.print(table)
+    total = sum(s.tokens for s in stats.values())
+    shards = max(1, -(-total // shard_tokens))
+    out.print(f"total {sum(s.docs for s in stats.values()):,} documents, {total:,} tokens (EOS included) -> about "
+              f"{shards} shard(s) of {dtype_for_vocab(vocab)}; nothing written (--dry-run)")
+    if flagged:
+        err.print(f"olmo: {flagged} input file(s) flagged: fix or remove them before preparing")
+    return 1 if flagged else 0
+
+
+@app.command("validate-shards")
+def validate_shards(
+    directory: Annotated[Path, typer.Argument(help="A directory written by `olmo prepare-data` (or dolma).")],
+    vocab_size: Annotated[int | None, typer.Option(help="Check ids against this vocab instead of the metadata's "
+                                                   "(needed for shards without metadata).", min=1)] = None,
+) -> None:
+    """Recount tokens and documents, check ids against the vocabulary, verify checksums; exit 1 on corruption."""
+    from rich.table import Table
+
+    from olmo.shards import validate_dir
+
+    if not directory.is_dir():
+        raise UsageError(f"{directory} is not a directory")
+    try:
+        reports = validate_dir(directory, vocab_size)
+    except FileNotFoundError:
+        raise UsageError(f"{directory} has no manifest.json or part-*.json metadata; pass --vocab-size N to check "
+                         "bare .npy shards") from None
+    table = Table("shard", "tokens", "documents", "max id", "status", box=None)
+    for r in reports:
+        status = "[green]ok[/]" if not r.problems else f"[red]{r.problems[0].message}[/]"
+        table.add_row(r.file, f"{r.num_tokens:,}", f"{r.num_docs:,}" if r.num_docs >= 0 else "-", str(r.max_id), status)
+    out.print(table)
+    problems = [p for r in reports for p in r.problems]
+    if problems:
+        err.print(f"olmo: corrupt: {problems[0]}" + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
+        raise typer.Exit(1)
+    out.print(f"ok: {len(reports)} shard(s), {sum(r.num_tokens for r in reports):,} tokens")
+
+
+def doctor_gate(plan_device: str, skip: bool) -> None:
+    """Refuse to train on a machine `olmo-doctor check --scope train` finds errors on (exit 1)."""
+    if skip:
+        err.print("[bold red]WARNING: --skip-doctor: training without checking this machine. Failures from a broken "
+                  "CUDA/driver/kernel stack will show up mid-run instead of here.[/]")
+        return
+    from olmo_doctor.api import run_check  # imported here: the doctor's probes are only needed for training
+
+    try:
+        result = run_check(scope="train", plan_device=plan_device)
+    except UsageError:
+        raise
+    except Exception as e:  # a bug in a probe is not evidence of a broken machine: say so and train
+        err.print(f"[yellow]warning: olmo-doctor check could not run ({type(e).__name__}: {escape(str(e))}); "
+                  "training without it[/]")
+        return
+    if not result.has_errors:
+        return
+    errors = [f for f in result.findings if f.severity == "error"]
+    err.print(f"[bold red]olmo-doctor found {len(errors)} problem(s) that break training on {plan_device}:[/]")
+    for f in errors:
+        err.print(f"  [red]✗[/] {f.title} [dim]({f.code})[/]")
+        for fix in f.fixes:
+            for cmd in fix.commands:
+                err.print(f"      $ {cmd}", markup=False)
+    err.print("olmo: refusing to train; fix the problems above (`olmo-doctor check` explains them) or pass "
+              "--skip-doctor")
+    raise typer.Exit(1)
+
+
+def _plan_device(device: str) -> str:
+    if device.startswith("cuda"):
+        return "cuda"
+    if device == "cpu":
+        return "cpu"
+    import torch
+
+    # A GPU that torch cannot use is exactly what the doctor should look at, so nvidia-smi counts too.
+    return "cuda" if torch.cuda.is_available() or shutil.which("nvidia-smi") else "cpu"
+
+
+@app.command("train")
+def train_cmd(
+    recipe: Annotated[str | None, typer.Argument(help="A recipe: a .yaml file, a .py file[:function], or the "
+                                                 "name of one in recipes/.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", "-s", help="Override a config value, e.g. --set "
+                                                   "optim.lr=3e-4 (repeatable).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from run_dir's latest checkpoint (start fresh "
+                                         "if there is none).")]
+    = False,
+    smoke: Annotated[bool, typer.Option("--smoke", help="Train the bundled tiny model on the bundled corpus for a "
+                                        "few steps; pass if the loss falls.")] = False,
+    steps: Annotated[int, typer.Option(help="Steps for --smoke.", min=4)] = 20,
+    device: Annotated[str | None, typer.Option(help="auto, cpu, cuda or cuda:N (overrides the recipe).")] = None,
+    skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="Train even if olmo-doctor finds errors (not "
+                                              "recommended).")]
+    = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved config and model size; do not "
+                                          "train.")] = False,
+) -> None:
+    """Train a model from a recipe (checks the machine with olmo-doctor first), or run the smoke test."""
+    if smoke:
+        if recipe or set_ or resume:
+            raise UsageError("--smoke trains the bundled tiny model; it takes no recipe, --set or --resume")
+        doctor_gate(_plan_device(device or "auto"), skip_doctor)
+        from olmo.smoke import run_smoke
+
+        result = run_smoke(device=device, steps=steps, console=out)
+        out.print(("[green]✓[/] " if result.loss_fell else "[red]✗[/] ") + result.verdict())
+        raise typer.Exit(0 if result.loss_fell else 1)
+    if not recipe:
+        raise UsageError("give a recipe (e.g. `olmo train recipes/olmo2_60m.yaml`) or --smoke")
+    from olmo.config import validate
+    from olmo.parallel import world_from_env
+    from olmo.recipe import load_recipe, to_yaml
+
+    cfg = load_recipe(recipe, (set_ or []) + ([f"device={device}"] if device else []))
+    validate(cfg, world_from_env().world_size)
+    if not dry_run:
+        from olmo.train import preflight
+
+        preflight(cfg, resume)  # bad data or run_dir fails here, before the doctor's probes
+    if dry_run:
+        from olmo.train import describe
+
+        d = describe(cfg)
+        out.print(to_yaml(cfg), markup=False)
+        out.print(f"{d['parameters']:,} parameters ({d['non_embedding_parameters']:,} without the embedding), "
+                  f"{d['tokens_per_step']:,} tokens per step, {d['flops_per_token']:,} FLOPs per token")
+        return
+    doctor_gate(_plan_device(cfg.device), skip_doctor)
+    from olmo.train import TrainingFailed, train
+
+    try:
+        res = train(cfg, resume=resume, console=out)
+    except TrainingFailed as e:
+        err.print(f"olmo: {e}", markup=False)
+        raise typer.Exit(1) from None
+    ev = f", eval loss {res.eval_loss:.4f}" if res.eval_loss is not None else ""
+    out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}")
 
 
 def main() -> None:
-    print("olmo: the trainer is not available in this build yet", file=sys.stderr)
-    sys.exit(2)
+    """Console entry point: bad input becomes one line on stderr and exit code 2, never a traceback."""
+    try:
+        app()
+    except UsageError as e:
+        print(f"olmo: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("olmo: interrupted", file=sys.stderr)
+        sys.exit(130)

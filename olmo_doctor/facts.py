@@ -111,6 +111,7 @@ FACT_KEYS: dict[str, str] = {
     "env.NCCL_SOCKET_NTHREADS": "as set in the environment",
     "env.NCCL_NSOCKS_PERTHREAD": "as set in the environment",
     "env.NCCL_IB_DISABLE": "as set in the environment",
+    "env.NCCL_SOCKET_IFNAME": "as set in the environment (the interfaces NCCL may use)",
     "env.LD_LIBRARY_PATH": "as set in the environment",
     # what the user plans to do (set by options, not probed)
     "plan.device": "device the planned training run uses: 'cuda', 'cpu', or null when unknown",

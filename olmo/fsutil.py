@@ -1,0 +1,63 @@
+"""Crash-safe file writes: write a temp file next to the target, fsync it, rename it over the target, fsync the
+directory. A reader then sees the old file or the new one, never a half-written one (POSIX rename is atomic
+within a filesystem; the directory fsync makes the rename itself survive a power cut)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Call `write(f)` on a temp file in path's directory, then atomically put it at `path`."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    def write(f: IO[bytes]) -> None:
+        f.write(data)
+
+    atomic_write(path, write)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=1) + "\n").encode())
+
+
+def fsync_file(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a directory so that no reader ever sees it half-deleted: rename it aside first, then remove."""
+    if not path.exists():
+        return
+    trash = path.with_name(f"{path.name}-deleting")
+    if trash.exists():
+        shutil.rmtree(trash)
+    os.rename(path, trash)
+    fsync_dir(path.parent)
+    shutil.rmtree(trash)

@@ -1,0 +1,100 @@
+"""Training metrics: model FLOPs utilisation against the right peak per GPU, and where metrics are written
+(console, `metrics.jsonl`, and wandb / TensorBoard when installed and asked for)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+# Dense (no 2:4 sparsity) BF16 tensor-core peak, TFLOP/s, matched against torch.cuda.get_device_name().
+# First match wins, so the specific names come before the general ones.
+# Sources: NVIDIA datasheets list the sparse figure; dense is half of it.
+#   H100 SXM 1,979 sparse -> 989.5; H100 NVL 1,671 -> 835.5; H100 PCIe 1,513 -> 756.5 (H100 datasheet; the same
+#     three values are in OLMo-core train/callbacks/speed_monitor.py).
+#   H200 SXM 1,979 sparse -> 989.5; H200 NVL 1,671 -> 835.5 (H200 datasheet). OLMo-core has no H200 entry
+#     and falls back to the A100 peak, overstating MFU 3.2x (olmo_anchor.md 3.2).
+#   GH200: the H100-class Hopper GPU, 989.5 (GH200 datasheet: 1,979 sparse).
+#   B200 2,250 dense (OLMo-core speed_monitor.py; B200 datasheet 4.5 PFLOPS sparse per GPU in HGX B200).
+#   A100 312 dense (A100 datasheet, SXM and PCIe). A10 125 dense (A10 datasheet, 250 sparse; not the A10G).
+#   L40S 362.05 dense (L40S datasheet, 733 sparse). L4 121 dense (L4 datasheet, 242 sparse).
+#   RTX PRO 6000 504 (OLMo-core 3.0 speed_monitor.py).
+PEAK_BF16_TFLOPS: list[tuple[str, float]] = [
+    (r"GH200", 989.5),
+    (r"H200.*NVL", 835.5),
+    (r"H200", 989.5),
+    (r"H100.*NVL", 835.5),
+    (r"H100.*PCIe", 756.5),
+    (r"H100", 989.5),
+    (r"B200", 2250.0),
+    (r"A100", 312.0),
+    (r"\bA10\b", 125.0),
+    (r"L40S", 362.05),
+    (r"\bL4\b", 121.0),
+    (r"RTX PRO 6000", 504.0),
+]
+
+
+def peak_flops(device_name: str) -> float | None:
+    """Dense BF16 peak FLOP/s of a GPU by its name, or None when unknown (then MFU is not reported)."""
+    for pattern, tflops in PEAK_BF16_TFLOPS:
+        if re.search(pattern, device_name):
+            return tflops * 1e12
+    return None
+
+
+def mfu(tokens_per_s: float, flops_per_token: int, peak: float | None, n_devices: int = 1) -> float | None:
+    if not peak:
+        return None
+    return tokens_per_s * flops_per_token / (peak * n_devices)
+
+
+class MetricsLog:
+    """Appends one JSON object per record to run_dir/metrics.jsonl and forwards to optional sinks."""
+
+    def __init__(self, run_dir: Path, config: dict[str, Any], wandb_project: str | None = None,
+                 tensorboard: bool = False, warn: Any = print):
+        self.path = run_dir / "metrics.jsonl"
+        # Open for the whole run (closed in close()); line-buffered: a killed run keeps every finished line.
+        self.file = open(self.path, "a", buffering=1)  # noqa: SIM115
+        self.wandb: Any = None
+        self.tb: Any = None
+        if wandb_project:
+            try:
+                import wandb
+
+                self.wandb = wandb.init(project=wandb_project, dir=str(run_dir), config=config,
+                                        name=run_dir.name, resume="allow")
+            except Exception as e:  # not installed, or not logged in: training goes on without it
+                warn(f"wandb logging is off: {type(e).__name__}: {e}")
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(str(run_dir / "tb"))
+            except Exception as e:
+                warn(f"TensorBoard logging is off ({type(e).__name__}: {e}); pip install tensorboard")
+
+    def write(self, record: dict[str, Any]) -> None:
+        record = {"time": round(time.time(), 3), **record}
+        self.file.write(json.dumps(record) + "\n")
+        step = record.get("step")
+        scalars = {k: v for k, v in record.items() if isinstance(v, int | float) and k not in ("step", "time")}
+        if self.wandb is not None:
+            self.wandb.log(scalars, step=step)
+        if self.tb is not None:
+            for k, v in scalars.items():
+                self.tb.add_scalar(k, v, step)
+
+    def close(self) -> None:
+        self.file.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+        if self.tb is not None:
+            self.tb.close()
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,188 @@
+"""The OLMo 2 / OLMo 3 transformer, top to bottom in one file.
+
+OLMo 2 differs from a Llama block in three ways (OLMo-core `ReorderedNormTransformerBlock`, olmo_anchor.md 2.3):
+RMSNorm is applied to each sublayer's *output* before the residual add (`h = x + norm(attn(x))`), q and k get
+an RMSNorm over their full projection before RoPE (QK-norm), and RoPE uses theta = 500,000. There are no biases
+and the output head is not tied to the embedding. OLMo 3 adds sliding-window attention on 3 of every 4 layers.
+
+Parameter names are OLMo-core's, so a state dict converts 1:1 (and to Hugging Face with a fixed key map):
+
+    embeddings.weight
+    blocks.{i}.attention.{w_q,w_k,w_v,w_out}.weight    blocks.{i}.attention.{q_norm,k_norm}.weight
+    blocks.{i}.attention_norm.weight                    (post-attention norm; HF post_attention_layernorm)
+    blocks.{i}.feed_forward.{w1,w2,w3}.weight           (w1 gate, w3 up, w2 down)
+    blocks.{i}.feed_forward_norm.weight                 (post-MLP norm; HF post_feedforward_layernorm)
+    lm_head.norm.weight  lm_head.w_out.weight           (HF model.norm, lm_head)
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from olmo.attention import BACKENDS
+from olmo.config import ModelConfig
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm computed in fp32 whatever the input dtype (as OLMo-core's), with a learned scale and no bias."""
+
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            h = x.float()
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+            return (self.weight.float() * h).to(x.dtype)
+
+    def reset_parameters(self) -> None:
+        nn.init.ones_(self.weight)
+
+
+def rope_tables(head_dim: int, seq_len: int, theta: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin (T, head_dim) in fp32 for the "rotate half" RoPE layout used by OLMo-core and HF Olmo2."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
+    freqs = torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x (B, T, H, D) by position, in full precision, returning x's dtype."""
+    xf = x.float()
+    x1, x2 = xf.chunk(2, dim=-1)
+    rotated = torch.cat((-x2, x1), dim=-1)
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return (xf * c + rotated * s).to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer: int):
+        super().__init__()
+        d, hd = cfg.d_model, cfg.hd
+        self.n_heads, self.n_kv, self.head_dim = cfg.n_heads, cfg.n_kv, hd
+        self.window = cfg.window(layer)
+        self.backend = BACKENDS[cfg.attn_backend].fn
+        self.w_q = nn.Linear(d, cfg.n_heads * hd, bias=False)
+        self.w_k = nn.Linear(d, self.n_kv * hd, bias=False)
+        self.w_v = nn.Linear(d, self.n_kv * hd, bias=False)
+        self.w_out = nn.Linear(cfg.n_heads * hd, d, bias=False)
+        self.q_norm = RMSNorm(cfg.n_heads * hd, cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(self.n_kv * hd, cfg.norm_eps) if cfg.qk_norm else None
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)
+        if self.q_norm is not None and self.k_norm is not None:  # over the whole projection, before the head split
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = apply_rope(q.view(b, t, self.n_heads, self.head_dim), cos, sin)
+        k = apply_rope(k.view(b, t, self.n_kv, self.head_dim), cos, sin)
+        v = v.view(b, t, self.n_kv, self.head_dim)
+        out = self.backend(q, k, v, self.window)
+        return self.w_out(out.reshape(b, t, -1))
+
+
+class FeedForward(nn.Module):
+    """SwiGLU: w2(silu(w1 x) * w3 x)."""
+
+    def __init__(self, d_model: int, hidden: int):
+        super().__init__()
+        self.w1 = nn.Linear(d_model, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, d_model, bias=False)
+        self.w3 = nn.Linear(d_model, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(nn.Module):
+    """OLMo 2 "reordered norm" block: the norm sits on the sublayer output, inside the residual branch."""
+
+    def __init__(self, cfg: ModelConfig, layer: int):
+        super().__init__()
+        self.attention = Attention(cfg, layer)
+        self.attention_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.feed_forward = FeedForward(cfg.d_model, cfg.mlp_hidden)
+        self.feed_forward_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        h = x + self.attention_norm(self.attention(x, cos, sin))
+        return h + self.feed_forward_norm(self.feed_forward(h))
+
+
+class LMHead(nn.Module):
+    def __init__(self, d_model: int, vocab_size: int, eps: float):
+        super().__init__()
+        self.norm = RMSNorm(d_model, eps)
+        self.w_out = nn.Linear(d_model, vocab_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w_out(self.norm(x))
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        # A ModuleDict keyed "0".."n-1" keeps names like blocks.3.attention.w_q stable under FSDP and compile.
+        self.blocks = nn.ModuleDict({str(i): Block(cfg, i) for i in range(cfg.n_layers)})
+        self.lm_head = LMHead(cfg.d_model, cfg.vocab_size, cfg.norm_eps)
+        self._rope: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def rope(self, t: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        # Computed once per (length, device) and shared by all blocks; not a buffer, so it is never checkpointed.
+        if self._rope is None or self._rope[0].shape[0] < t or self._rope[0].device != device:
+            self._rope = rope_tables(self.cfg.hd, max(t, 1), self.cfg.rope_theta, device)
+        cos, sin = self._rope
+        return cos[:t], sin[:t]
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, vocab) for token ids (B, T)."""
+        cos, sin = self.rope(input_ids.shape[1], input_ids.device)
+        h = self.embeddings(input_ids)
+        for block in self.blocks.values():
+            h = block(h, cos, sin)
+        logits: torch.Tensor = self.lm_head(h)
+        return logits
+
+    @torch.no_grad()
+    def init_weights(self, seed: int) -> None:
+        """OLMo-core's `InitMethod.normal`: every linear and the embedding ~ truncated normal(0, init_std) cut at
+        3 std; norms start at 1. One generator, seeded, so the same seed gives the same model on the same device."""
+        std = self.cfg.init_std
+        gen = torch.Generator(device=self.embeddings.weight.device).manual_seed(seed)
+        for module in self.modules():
+            if isinstance(module, RMSNorm):
+                module.reset_parameters()
+            elif isinstance(module, nn.Embedding | nn.Linear):
+                nn.init.trunc_normal_(module.weight, mean=0.0, std=std, a=-3 * std, b=3 * std, generator=gen)
+
+
+def build_model(cfg: ModelConfig, device: torch.device, seed: int) -> Transformer:
+    """Build on the meta device (no memory), allocate on `device`, then initialise there: a 7B model never
+    materialises twice in host RAM."""
+    with torch.device("meta"):
+        model = Transformer(cfg)
+    model.to_empty(device=device)
+    model.init_weights(seed)
+    return model
+
+
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor, z_loss_multiplier: float
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Mean next-token cross entropy (fp32) plus OLMo's z-loss, multiplier x mean(logsumexp(logits)^2).
+
+    Returns (total, ce, z). `labels` holds -100 where no loss is taken."""
+    flat = logits.float().reshape(-1, logits.shape[-1])
+    flat_labels = labels.reshape(-1)
+    ce = F.cross_entropy(flat, flat_labels, ignore_index=-100)
+    if not z_loss_multiplier:
+        return ce, ce, None
+    mask = flat_labels != -100
+    z = z_loss_multiplier * (flat.logsumexp(-1).pow(2) * mask).sum() / mask.sum().clamp(min=1)
+    return ce + z, ce, z

@@ -1,0 +1,39 @@
+"""AdamW with OLMo's parameter groups, and the learning-rate schedule as a pure function of the step.
+
+The schedule is computed from the step number alone (no scheduler object to checkpoint), which is one reason a
+resumed run continues bit-for-bit: the LR at step N is the same whether or not the run was interrupted.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from olmo.config import OptimConfig
+
+
+def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW; weight decay on every parameter except the embedding (OLMo-core's OLMo 2/3 scripts)."""
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
+    for name, p in model.named_parameters():
+        (no_decay if name.startswith("embeddings.") else decay).append(p)
+    fused = cfg.fused if cfg.fused is not None else device.type == "cuda"
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.betas[0], cfg.betas[1]), eps=cfg.eps, fused=fused)
+
+
+def lr_at(step: int, total: int, cfg: OptimConfig) -> float:
+    """LR for optimizer step `step` (0-based): linear warmup from ~0 to `lr`, then cosine or linear decay to
+    `lr * final_lr_ratio` at `total`, or constant."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return cfg.lr
+    span = max(1, total - cfg.warmup_steps)
+    progress = min(1.0, (step - cfg.warmup_steps) / span)
+    final = cfg.lr * cfg.final_lr_ratio
+    if cfg.schedule == "linear":
+        return cfg.lr - (cfg.lr - final) * progress
+    return final + (cfg.lr - final) * 0.5 * (1 + math.cos(math.pi * progress))

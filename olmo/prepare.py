@@ -1,0 +1,353 @@
+"""`olmo prepare-data`: tokenize .jsonl / .txt documents into token shards (format: olmo/shards.py).
+
+Pipeline: a reader thread parses documents into batches while the main thread runs the tokenizer's batch encoder
+(Rust, all cores, GIL released) and streams ids into the current shard. Shards end on document boundaries.
+
+Crash safety: a shard is written as `.part-NNNNN.npy.tmp`, fsynced and renamed; its sidecar `part-NNNNN.json`
+(written last, atomically) marks it complete and records how far into the inputs it reaches. `prepare.json`
+fingerprints the job (inputs with sizes, tokenizer hash, shard size). Rerunning the same job after a crash
+resumes after the last complete shard; a finished job is not redone; a different job in the same directory is
+refused unless --overwrite.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import itertools
+import json
+import os
+import queue
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from olmo.config import ConfigError
+from olmo.fsutil import atomic_write_json, fsync_dir
+from olmo.shards import BLOCK_BYTES, FORMAT, MANIFEST, VERSION, ShardMeta, dtype_for_vocab, read_sidecars, shard_name
+
+JOB_FILE = "prepare.json"
+SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".txt", ".txt.gz")
+EOS_CANDIDATES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
+BATCH_CHARS = 4 << 20  # encode ~4M characters per call: big enough for all cores, small enough for memory
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+def find_inputs(paths: list[Path]) -> list[Path]:
+    """Files named on the command line, plus every supported file under named directories, sorted."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(SUFFIXES))
+        elif p.is_file():
+            if not p.name.endswith(SUFFIXES):
+                raise ConfigError(f"{p}: unsupported input type; use .jsonl, .jsonl.gz, .json.gz, .txt or .txt.gz")
+            out.append(p)
+        else:
+            raise ConfigError(f"input {p} does not exist")
+    if not out:
+        raise ConfigError(f"no .jsonl/.txt inputs found in {', '.join(map(str, paths))}")
+    return out
+
+
+@dataclass
+class FileStats:
+    docs: int = 0
+    empty: int = 0  # documents with no text
+    bad: int = 0  # lines that are not JSON objects with a string "text"
+    first_bad_line: int | None = None
+    tokens: int = 0
+
+
+def read_records(path: Path, stats: FileStats, skip: int = 0, progress: Callable[[int], None] | None = None
+                 ) -> Iterator[tuple[int, str]]:
+    """(record number, text) for each document of one file: a JSON line's "text", or the whole of a .txt file.
+    The first `skip` records (lines of a .jsonl, the one .txt document) are passed over, for resuming. Lines
+    that are not JSON objects with a string "text" are counted in `stats`, not raised."""
+    with open(path, "rb") as raw:
+        f: IO[bytes] = gzip.GzipFile(fileobj=raw) if path.name.endswith(".gz") else raw  # type: ignore[assignment]
+        if ".txt" in path.name:
+            text = f.read().decode("utf-8", errors="replace")
+            if progress:
+                progress(raw.tell())
+            if skip == 0:
+                yield 1, text
+            return
+        last = 0
+        for lineno, line in enumerate(f, 1):
+            if progress and lineno % 1024 == 0:
+                progress(raw.tell() - last)
+                last = raw.tell()
+            if lineno <= skip or not line.strip():
+                continue
+            try:
+                text = json.loads(line)["text"]
+                if not isinstance(text, str):
+                    raise TypeError
+            except (ValueError, TypeError, KeyError, IndexError):
+                stats.bad += 1
+                stats.first_bad_line = stats.first_bad_line or lineno
+                continue
+            yield lineno, text
+        if progress:
+            progress(raw.tell() - last)
+
+
+# ------------------------------------------------------------------------------------------------ tokenizer
+@dataclass
+class Tok:
+    encode: Callable[[list[str]], list[list[int]]]
+    vocab_size: int
+    eos_id: int
+    sha256: str
+    path: Path
+
+
+def load_tokenizer(path: Path, eos_token: str | None = None) -> Tok:
+    from olmo.corpus import TOKENIZER_PATH
+
+    if str(path) == "bundled":
+        path = TOKENIZER_PATH
+    if path.is_dir():
+        path = path / "tokenizer.json"
+    if not path.is_file():
+        raise ConfigError(f"tokenizer {path} not found; pass a Hugging Face tokenizer.json (or 'bundled')")
+    from tokenizers import Tokenizer
+
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises its own Exception type for bad JSON
+        raise ConfigError(f"{path} is not a Hugging Face tokenizer.json ({e})") from None
+    names = [eos_token] if eos_token else list(EOS_CANDIDATES)
+    eos = next((tok.token_to_id(n) for n in names if tok.token_to_id(n) is not None), None)
+    if eos is None:
+        raise ConfigError(f"{path} has no end-of-document token {' / '.join(names)}; pass --eos-token TOKEN")
+    fast = getattr(tok, "encode_batch_fast", tok.encode_batch)  # no offsets: faster (tokenizers >= 0.20)
+
+    def encode(texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in fast(texts, add_special_tokens=False)]
+
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    return Tok(encode, tok.get_vocab_size(with_added_tokens=True), eos, sha, path)
+
+
+# ------------------------------------------------------------------------------------------------ writing
+class ShardWriter:
+    """Streams token arrays into `.part-NNNNN.npy.tmp`, hashing as it goes; `finish` makes the shard real."""
+
+    def __init__(self, directory: Path, index: int, dtype: str):
+        self.directory, self.name, self.dtype = directory, shard_name(index), dtype
+        self.tmp = directory / f".{self.name}.tmp"
+        self.f = open(self.tmp, "wb")  # noqa: SIM115 (open until finish(): the shard is written in pieces)
+        self.sha = hashlib.sha256()
+        self.crcs: list[str] = []
+        self.crc, self.in_block = 0, 0
+        self.tokens = self.docs = 0
+        self.max_id = -1
+
+    def write(self, ids: np.ndarray, docs: int) -> None:
+        data = memoryview(ids.tobytes())
+        self.f.write(data)
+        self.sha.update(data)
+        while len(data):
+            take = min(BLOCK_BYTES - self.in_block, len(data))
+            self.crc = zlib.crc32(data[:take], self.crc)
+            self.in_block += take
+            data = data[take:]
+            if self.in_block == BLOCK_BYTES:
+                self.crcs.append(f"{self.crc:08x}")
+                self.crc, self.in_block = 0, 0
+        self.tokens += ids.size
+        self.docs += docs
+        self.max_id = max(self.max_id, int(ids.max()) if ids.size else -1)
+
+    def finish(self, tok: Tok, resume_after: dict[str, int]) -> ShardMeta:
+        if self.in_block:
+            self.crcs.append(f"{self.crc:08x}")
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+        os.replace(self.tmp, self.directory / self.name)
+        fsync_dir(self.directory)
+        meta = ShardMeta(self.name, self.tokens, self.docs, self.dtype, tok.vocab_size, tok.eos_id, tok.sha256,
+                         self.sha.hexdigest(), self.max_id, self.crcs, resume_after)
+        atomic_write_json(self.directory / self.name.replace(".npy", ".json"), meta.to_json())
+        return meta
+
+
+# ------------------------------------------------------------------------------------------------ the job
+@dataclass
+class PrepareResult:
+    shards: list[ShardMeta]
+    stats: dict[str, FileStats]
+    seconds: float
+    resumed_from: int = 0  # shards kept from an interrupted run
+    already_done: bool = False
+    tokens_this_run: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def job_fingerprint(inputs: list[Path], tok: Tok, shard_tokens: int) -> dict[str, Any]:
+    return {"inputs": [{"path": str(p.resolve()), "bytes": p.stat().st_size} for p in inputs],
+            "tokenizer_sha256": tok.sha256, "eos_id": tok.eos_id, "shard_tokens": shard_tokens}
+
+
+def _clear_outputs(out: Path) -> None:
+    for p in list(out.glob("part-*.npy")) + list(out.glob("part-*.json")) + list(out.glob(".part-*.tmp")):
+        p.unlink()
+    for name in (MANIFEST, JOB_FILE):
+        (out / name).unlink(missing_ok=True)
+
+
+def _batches(inputs: list[Path], start: tuple[int, int], stats: dict[str, FileStats],
+             progress: Callable[[int], None] | None) -> Iterator[tuple[list[str], list[tuple[int, int]]]]:
+    """Batches of non-empty documents as (texts, positions); positions[i] = (input index, record number)."""
+    texts: list[str] = []
+    pos: list[tuple[int, int]] = []
+    chars = 0
+    for i in range(start[0], len(inputs)):
+        st = stats.setdefault(str(inputs[i]), FileStats())
+        for n, text in read_records(inputs[i], st, start[1] if i == start[0] else 0, progress):
+            if not text.strip():
+                st.empty += 1
+                continue
+            texts.append(text)
+            pos.append((i, n))
+            chars += len(text)
+            if chars >= BATCH_CHARS:
+                yield texts, pos
+                texts, pos, chars = [], [], 0
+    if texts:
+        yield texts, pos
+
+
+def _flatten(encoded: list[list[int]], eos: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """All documents of a batch, each followed by EOS, as one array; plus each document's end offset."""
+    for ids in encoded:
+        ids.append(eos)
+    ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
+    flat = np.fromiter(itertools.chain.from_iterable(encoded), dtype=dtype, count=int(ends[-1]) if len(ends) else 0)
+    return flat, ends
+
+
+def _encoded(batches: Iterator[tuple[list[str], list[tuple[int, int]]]], tok: Tok, dtype: np.dtype
+             ) -> Iterator[tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]]:
+    for texts, pos in batches:
+        yield (*_flatten(tok.encode(texts), tok.eos_id, dtype), pos)
+
+
+def _prefetch(it: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """Run `it` in a thread, `depth` items ahead, so reading overlaps tokenization."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    done = object()
+    err: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for item in it:
+                q.put(item)
+        except BaseException as e:  # re-raised in the consumer
+            err.append(e)
+        q.put(done)
+
+    threading.Thread(target=work, daemon=True).start()
+    while (item := q.get()) is not done:
+        yield item
+    if err:
+        raise err[0]
+
+
+def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrite: bool = False,
+            progress: Callable[[int, int], None] | None = None) -> PrepareResult:
+    """Tokenize `inputs` into shards in `out`. `progress(bytes_read, tokens_written)` gets increments."""
+    t0 = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    job = job_fingerprint(inputs, tok, shard_tokens)
+    old_job = json.loads((out / JOB_FILE).read_text()) if (out / JOB_FILE).is_file() else None
+    has_outputs = any(out.glob("part-*")) or (out / MANIFEST).exists()
+    if old_job != job and has_outputs:
+        if not overwrite:
+            raise ConfigError(f"{out} already holds shards from a different prepare-data run (other inputs, "
+                              "tokenizer or shard size); use another --output or pass --overwrite")
+        _clear_outputs(out)
+    for stale in out.glob(".part-*.tmp"):  # a shard being written when the last run died
+        stale.unlink()
+    done = read_sidecars(out) if old_job == job else []
+    if done and (out / MANIFEST).is_file():
+        return PrepareResult(done, {}, time.perf_counter() - t0, len(done), already_done=True)
+    atomic_write_json(out / JOB_FILE, job)
+
+    dtype = dtype_for_vocab(tok.vocab_size)
+    np_dtype = np.dtype(dtype)
+    start = (done[-1].resume_after["input"], done[-1].resume_after["records"]) if done else (0, 0)
+    stats: dict[str, FileStats] = {}
+    shards = list(done)
+    writer: ShardWriter | None = None
+    last_pos = start
+    read_progress = (lambda n: progress(n, 0)) if progress else None
+    if progress and start[0]:  # account for the inputs already in finished shards
+        progress(sum(p.stat().st_size for p in inputs[:start[0]]), 0)
+    new_tokens = 0
+    # Three stages, each in its own thread: read + parse JSON, encode + flatten, hash + write (here). The
+    # encoder releases the GIL, so the Python work of the other two stages runs while it tokenizes.
+    batches = _prefetch(_batches(inputs, start, stats, read_progress))
+    for flat, ends, pos in _prefetch(_encoded(batches, tok, np_dtype)):
+        files = np.fromiter((fi for fi, _ in pos), dtype=np.int64, count=len(pos))
+        lens = np.diff(ends, prepend=0)
+        for fi in np.unique(files).tolist():
+            st = stats[str(inputs[fi])]
+            st.docs += int(np.count_nonzero(files == fi))
+            st.tokens += int(lens[files == fi].sum())
+        new_tokens += flat.size
+        if progress:
+            progress(0, flat.size)
+        first = 0  # first document of this batch not yet written
+        while first < len(ends):
+            if writer is None:
+                writer = ShardWriter(out, len(shards), dtype)
+            base = int(ends[first - 1]) if first else 0
+            # the document that fills the shard: the first whose end reaches the shard's remaining room
+            full = int(np.searchsorted(ends, base + shard_tokens - writer.tokens, side="left"))
+            last = min(full, len(ends) - 1)
+            writer.write(flat[base:int(ends[last])], last - first + 1)
+            last_pos = pos[last]
+            if full < len(ends):
+                shards.append(writer.finish(tok, {"input": last_pos[0], "records": last_pos[1]}))
+                writer = None
+            first = last + 1
+    if writer is not None:
+        shards.append(writer.finish(tok, {"input": last_pos[0], "records": last_pos[1]}))
+    if not shards:
+        raise ConfigError("the inputs hold no documents (every file is empty or unparseable); "
+                          "see `olmo prepare-data --dry-run`")
+    write_manifest(out, shards, tok, job, stats)
+    return PrepareResult(shards, stats, time.perf_counter() - t0, len(done), tokens_this_run=new_tokens)
+
+
+def write_manifest(out: Path, shards: list[ShardMeta], tok: Tok, job: dict[str, Any],
+                   stats: dict[str, FileStats]) -> None:
+    atomic_write_json(out / MANIFEST, {
+        "format": FORMAT, "version": VERSION,
+        "dtype": dtype_for_vocab(tok.vocab_size), "vocab_size": tok.vocab_size, "eos_id": tok.eos_id,
+        "tokenizer": {"path": str(tok.path), "sha256": tok.sha256},
+        "num_tokens": sum(s.num_tokens for s in shards), "num_docs": sum(s.num_docs for s in shards),
+        "inputs": job["inputs"], "shard_tokens": job["shard_tokens"],
+        "shards": [s.to_json() for s in shards],
+    })
+
+
+def dry_run(inputs: list[Path], tok: Tok) -> dict[str, FileStats]:
+    """Per-file document and token counts (EOS included), without writing anything."""
+    stats: dict[str, FileStats] = {}
+    for texts, pos in _prefetch(_batches(inputs, (0, 0), stats, None)):
+        for ids, (fi, _) in zip(tok.encode(texts), pos, strict=True):
+            st = stats[str(inputs[fi])]
+            st.docs += 1
+            st.tokens += len(ids) + 1
+    return stats

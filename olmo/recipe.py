@@ -1,0 +1,199 @@
+"""Recipes: turn a YAML file or a Python function, plus `--set a.b=c` overrides, into a validated TrainConfig.
+
+    olmo train recipes/olmo2_60m.yaml                 # a YAML file (any path)
+    olmo train olmo2_60m                              # a recipe shipped in recipes/ (YAML or Python), by name
+    olmo train my_recipes.py:long_run --set steps=5000 --set optim.lr=3e-4
+
+YAML mirrors the dataclasses in olmo/config.py; `model:` may be a named size (`model: olmo2_1b`) or a mapping
+that starts from one (`model: {size: olmo2_60m, n_layers: 4}`). A Python recipe is a function that returns a
+TrainConfig (torchtitan's recipe style), so variants are functions that call other recipes and change a field.
+Unknown keys and wrongly typed values are usage errors naming the key, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib.util
+import types
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+from olmo.config import ConfigError, ModelConfig, TrainConfig, model_size
+
+
+def recipes_dir() -> Path | None:
+    try:
+        from olmo_doctor.resources import data_dir
+
+        return data_dir("recipes")
+    except FileNotFoundError:
+        return None
+
+
+def _find(spec: str) -> tuple[Path, str | None]:
+    """(file, function name) for `path`, `path.py:func`, or a recipe name shipped in recipes/."""
+    name, _, func = spec.partition(":") if spec.count(":") == 1 and not Path(spec).exists() else (spec, "", "")
+    path = Path(name)
+    if path.is_file():
+        return path, func or None
+    shipped = recipes_dir()
+    if shipped and not path.suffix:
+        for suffix in (".yaml", ".yml", ".py"):
+            if (shipped / f"{name}{suffix}").is_file():
+                return shipped / f"{name}{suffix}", func or None
+    names = sorted(p.stem for p in shipped.glob("*") if p.suffix in (".yaml", ".yml", ".py")) if shipped else []
+    raise ConfigError(f"recipe '{spec}' not found: give a .yaml or .py file, or one of: {', '.join(names) or '-'}")
+
+
+def load_recipe(spec: str, overrides: list[str] | None = None) -> TrainConfig:
+    path, func = _find(spec)
+    if path.suffix == ".py":
+        raw = config_to_dict(_run_python_recipe(path, func))
+    else:
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark else ""
+            raise ConfigError(f"{path} is not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path} must be a YAML mapping of config sections (model:, data:, optim:, ...)")
+    for item in overrides or []:
+        apply_override(raw, item)
+    return from_dict(raw, str(path))
+
+
+def _run_python_recipe(path: Path, func: str | None) -> TrainConfig:
+    spec = importlib.util.spec_from_file_location(f"olmo_recipe_{path.stem}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    name = func or (path.stem if hasattr(module, path.stem) else "recipe")
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise ConfigError(f"{path} has no function '{name}'; name one with {path}:FUNCTION")
+    cfg = fn()
+    if not isinstance(cfg, TrainConfig):
+        raise ConfigError(f"{path}:{name}() must return an olmo.config.TrainConfig (got {type(cfg).__name__})")
+    return cfg
+
+
+def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def apply_override(raw: dict[str, Any], item: str) -> None:
+    """Set `a.b.c=value` in the raw recipe dict; the value is parsed as YAML (numbers, lists, null, true)."""
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set '{item}' must look like section.key=value, e.g. --set optim.lr=3e-4")
+    try:
+        value = yaml.safe_load(text) if text else ""
+    except yaml.YAMLError:
+        value = text
+    parts = key.strip().split(".")
+    node = raw
+    for part in parts[:-1]:
+        child = node.get(part)
+        if isinstance(child, str) and part == "model":  # `model: olmo2_1b` then --set model.n_layers=4
+            child = {"size": child}
+        if child is None:
+            child = {}
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {key}: '{part}' is a value, not a section")
+        node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp)).replace("NoneType", "null")
+
+
+def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
+    origin, args = get_origin(tp), get_args(tp)
+    bad = ConfigError(f"{source}: {key} must be {_type_name(tp)} (got {value!r})")
+    if origin in (Union, types.UnionType):
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+            raise bad
+        return _coerce(value, next(a for a in args if a is not type(None)), key, source)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise bad
+        return _build(tp, value, key, source)  # type: ignore[arg-type]
+    if origin is list:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list | tuple):
+            raise bad
+        return [_coerce(v, args[0], f"{key}[{i}]", source) for i, v in enumerate(value)]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
+            return value.lower() in ("true", "yes", "on", "1")
+        raise bad
+    if tp is int:
+        if isinstance(value, bool):
+            raise bad
+        try:
+            f = float(str(value).replace("_", ""))
+        except ValueError:
+            raise bad from None
+        if not f.is_integer():
+            raise bad
+        return int(f)
+    if tp is float:
+        if isinstance(value, bool):
+            raise bad
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise bad from None
+    if tp is str:
+        if isinstance(value, dict | list):
+            raise bad
+        return str(value)
+    return value
+
+
+def _build(cls: type, raw: dict[str, Any], prefix: str, source: str) -> Any:
+    hints = get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    base = None
+    raw = dict(raw)
+    if cls is ModelConfig and "size" in raw:
+        base = model_size(str(raw.pop("size")))
+    for key in raw:
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f"did you mean '{prefix}{close[0]}'?" if close else f"known keys: {', '.join(names)}"
+            raise ConfigError(f"{source}: unknown key '{prefix}{key}'; {hint}")
+    kwargs = {k: _coerce(v, hints[k], prefix + k, source) for k, v in raw.items()}
+    if base is not None:
+        return dataclasses.replace(base, **kwargs)
+    return cls(**kwargs)
+
+
+def from_dict(raw: dict[str, Any], source: str = "config") -> TrainConfig:
+    raw = dict(raw)
+    if isinstance(raw.get("model"), str):
+        raw["model"] = {"size": raw["model"]}
+    sections = {"model": "model.", "data": "data.", "optim": "optim."}
+    for name in sections:
+        if name in raw and not isinstance(raw[name], dict):
+            raise ConfigError(f"{source}: '{name}' must be a mapping of {name}.* keys")
+    cfg: TrainConfig = _build(TrainConfig, {k: v for k, v in raw.items() if k not in sections}, "", source)
+    for name, prefix in sections.items():
+        if name in raw:
+            setattr(cfg, name, _build(type(getattr(cfg, name)), raw[name], prefix, source))
+    return cfg
+
+
+def to_yaml(cfg: TrainConfig) -> str:
+    return yaml.safe_dump(config_to_dict(cfg), sort_keys=False)

@@ -1,0 +1,223 @@
+"""Token shards on disk: the format, its metadata, and `olmo validate-shards`.
+
+A shard is a *headerless* array of token ids, `part-00000.npy`, exactly what `dolma tokens` writes and
+OLMo-core's `NumpyFSLDataset` memory-maps (olmo_anchor.md section 4): documents concatenated, each followed by
+the tokenizer's EOS id, no BOS, dtype uint16 when every id fits (vocab <= 65,536) and uint32 otherwise (the
+100,278-token dolma2 vocab). Despite the extension it is not NumPy's .npy format: read it with
+`np.memmap(path, dtype=..., mode="r")`, not `np.load`.
+
+Next to each shard, `part-00000.json` holds its metadata (tokens, documents, dtype, vocab size, EOS id,
+tokenizer hash, sha256, a CRC32 per MiB so corruption can be located); `manifest.json` lists all shards once a
+prepare run completes. Validation recounts everything against that metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MANIFEST = "manifest.json"
+FORMAT = "olmo-token-shards"
+VERSION = 1
+BLOCK_BYTES = 1 << 20  # one CRC32 per MiB: a 1 GiB shard carries 1024 of them (about 10 KB of JSON)
+SCAN_TOKENS = 1 << 24  # validation reads this many tokens at a time
+
+
+def dtype_for_vocab(vocab_size: int) -> str:
+    """uint16 when every id fits (ids < 65,536), else uint32, the same rule OLMo-core uses to read the files."""
+    return "uint16" if vocab_size - 1 <= np.iinfo(np.uint16).max else "uint32"
+
+
+def shard_name(index: int) -> str:
+    return f"part-{index:05d}.npy"
+
+
+@dataclass
+class ShardMeta:
+    """Metadata of one shard, stored as part-NNNNN.json next to it and inside manifest.json."""
+
+    file: str
+    num_tokens: int
+    num_docs: int
+    dtype: str
+    vocab_size: int
+    eos_id: int
+    tokenizer_sha256: str
+    sha256: str
+    max_id: int
+    block_crc32: list[str] = field(default_factory=list)
+    resume_after: dict[str, int] = field(default_factory=dict)  # prepare-data position after this shard
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ShardMeta:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def checksums(data: bytes | memoryview) -> tuple[str, list[str]]:
+    """(sha256 hex, CRC32 per BLOCK_BYTES block as hex) of a shard's bytes."""
+    mv = memoryview(data)
+    crcs = [f"{zlib.crc32(mv[i:i + BLOCK_BYTES]):08x}" for i in range(0, len(mv), BLOCK_BYTES)]
+    return hashlib.sha256(mv).hexdigest(), crcs
+
+
+def read_manifest(directory: Path) -> dict[str, Any] | None:
+    path = directory / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+
+
+def read_sidecars(directory: Path) -> list[ShardMeta]:
+    """Metadata of every completed shard in `directory`, in shard order (a shard without a sidecar is incomplete)."""
+    metas = []
+    for side in sorted(directory.glob("part-*.json")):
+        try:
+            metas.append(ShardMeta.from_json(json.loads(side.read_text())))
+        except (OSError, json.JSONDecodeError, TypeError, KeyError):
+            continue
+    return metas
+
+
+# ----------------------------------------------------------------------------------------------------------
+# validate-shards
+
+
+@dataclass
+class Problem:
+    shard: str
+    token_offset: int | None  # first token the problem concerns; None when it has no place (a count)
+    message: str
+    precision: int = 0  # 0 exact place, 1 a checksum block, 2 no place: the most precise is reported first
+
+    def __str__(self) -> str:
+        where = f" at token {self.token_offset:,}" if self.token_offset is not None else ""
+        return f"{self.shard}{where}: {self.message}"
+
+
+@dataclass
+class ShardReport:
+    file: str
+    num_tokens: int
+    num_docs: int
+    max_id: int
+    problems: list[Problem] = field(default_factory=list)
+
+
+def validate_shard(directory: Path, meta: ShardMeta, vocab_size: int | None = None) -> ShardReport:
+    """Recount one shard against its metadata; problems are ordered by how precisely they locate the damage."""
+    path = directory / meta.file
+    vocab = vocab_size or meta.vocab_size
+    rep = ShardReport(meta.file, 0, 0, -1)
+    if not path.is_file():
+        rep.problems.append(Problem(meta.file, None, "file is missing"))
+        return rep
+    dtype = np.dtype(meta.dtype)
+    size = path.stat().st_size
+    if size % dtype.itemsize:
+        rep.problems.append(Problem(meta.file, size // dtype.itemsize,
+                                    f"size {size} bytes is not a whole number of {meta.dtype} tokens"))
+    n = size // dtype.itemsize
+    rep.num_tokens = n
+    if n != meta.num_tokens:
+        rep.problems.append(Problem(meta.file, min(n, meta.num_tokens), f"{n:,} tokens on disk but the metadata "
+                                    f"says {meta.num_tokens:,} (truncated or appended)"))
+    arr = np.memmap(path, dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype)
+    sha = hashlib.sha256()
+    crcs: list[str] = []
+    first_bad: int | None = None
+    for start in range(0, n, SCAN_TOKENS):
+        chunk = np.asarray(arr[start:start + SCAN_TOKENS])
+        if chunk.size:
+            rep.max_id = max(rep.max_id, int(chunk.max()))
+            rep.num_docs += int(np.count_nonzero(chunk == meta.eos_id))
+            if first_bad is None:
+                bad = np.flatnonzero(chunk >= vocab)
+                if bad.size:
+                    first_bad = start + int(bad[0])
+        raw = chunk.tobytes()
+        sha.update(raw)
+        crcs.extend(checksums(raw)[1])  # SCAN_TOKENS * itemsize is a multiple of BLOCK_BYTES
+    if first_bad is not None:
+        rep.problems.append(Problem(meta.file, first_bad,
+                                    f"token id {int(arr[first_bad])} is outside the vocabulary (size {vocab})"))
+    if n and int(arr[n - 1]) != meta.eos_id:
+        rep.problems.append(Problem(meta.file, n - 1, f"the last token is not EOS ({meta.eos_id}): a cut document"))
+    if rep.num_docs != meta.num_docs:
+        rep.problems.append(Problem(meta.file, None, f"{rep.num_docs:,} documents (EOS tokens) but the metadata "
+                                                     f"says {meta.num_docs:,}", precision=2))
+    if sha.hexdigest() != meta.sha256:
+        rep.problems.append(_locate_checksum_mismatch(meta, crcs, dtype.itemsize))
+    rep.problems.sort(key=lambda p: p.precision)  # stable: within a class, in the order checked above
+    return rep
+
+
+def _locate_checksum_mismatch(meta: ShardMeta, crcs: list[str], itemsize: int) -> Problem:
+    per_block = BLOCK_BYTES // itemsize
+    for i, (got, want) in enumerate(zip(crcs, meta.block_crc32, strict=False)):
+        if got != want:
+            lo = i * per_block
+            hi = min((i + 1) * per_block, meta.num_tokens) - 1
+            return Problem(meta.file, lo, f"checksum mismatch: the bytes of tokens {lo:,}..{hi:,} changed", 1)
+    return Problem(meta.file, None, "sha256 does not match the metadata", 2)
+
+
+def shard_metas(directory: Path, vocab_size: int | None) -> list[ShardMeta]:
+    """The shards of `directory` as the manifest (else the sidecars) lists them. Bare shards without metadata,
+    e.g. `dolma tokens` output, get minimal metadata from `vocab_size` so ids and sizes can still be checked."""
+    manifest = read_manifest(directory)
+    if manifest:
+        return [ShardMeta.from_json(s) for s in manifest["shards"]]
+    metas = read_sidecars(directory)
+    if metas:
+        return metas
+    if vocab_size is None:
+        return []
+    dtype = dtype_for_vocab(vocab_size)
+    out = []
+    for p in sorted(directory.glob("*.npy")):
+        n = p.stat().st_size // np.dtype(dtype).itemsize
+        out.append(ShardMeta(p.name, n, -1, dtype, vocab_size, -1, "", "", -1))
+    return out
+
+
+def validate_bare(directory: Path, meta: ShardMeta) -> ShardReport:
+    """Checks for shards without metadata: whole tokens, ids inside the vocabulary."""
+    path = directory / meta.file
+    dtype = np.dtype(meta.dtype)
+    size = path.stat().st_size
+    rep = ShardReport(meta.file, size // dtype.itemsize, -1, -1)
+    if size % dtype.itemsize:
+        rep.problems.append(Problem(meta.file, rep.num_tokens,
+                                    f"size {size} is not a whole number of {meta.dtype} tokens"))
+    arr = np.memmap(path, dtype=dtype, mode="r", shape=(rep.num_tokens,)) if rep.num_tokens else np.zeros(0, dtype)
+    for start in range(0, rep.num_tokens, SCAN_TOKENS):
+        chunk = np.asarray(arr[start:start + SCAN_TOKENS])
+        rep.max_id = max(rep.max_id, int(chunk.max()))
+        bad = np.flatnonzero(chunk >= meta.vocab_size)
+        if bad.size:
+            off = start + int(bad[0])
+            rep.problems.append(Problem(meta.file, off, f"token id {int(chunk[bad[0]])} is outside the vocabulary "
+                                                        f"(size {meta.vocab_size}); wrong --vocab-size or dtype?"))
+            break
+    return rep
+
+
+def validate_dir(directory: Path, vocab_size: int | None = None) -> list[ShardReport]:
+    """Validate every shard in `directory` (raises FileNotFoundError when there are none)."""
+    metas = shard_metas(directory, vocab_size)
+    if not metas:
+        raise FileNotFoundError(directory)
+    return [validate_shard(directory, m, vocab_size) if m.sha256 else validate_bare(directory, m) for m in metas]

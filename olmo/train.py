@@ -1,0 +1,280 @@
+"""The training loop: set up (data, model, optimizer, resume), then a plain loop of steps, logs, evals, saves.
+
+    for step in range(start, stop):
+        lr = schedule(step); for each micro-batch: forward, loss / n_micro, backward
+        clip grads, AdamW step; log; maybe eval; maybe checkpoint
+
+Exact resume: everything a step depends on is either in the checkpoint (weights, AdamW moments, the data
+loader's position, the RNG states) or a pure function of the step (the learning rate), so on the CPU a run
+stopped at step 10 and resumed gives the same losses, bit for bit, as one that never stopped (tests/olmo).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+
+from olmo import checkpoint
+from olmo.attention import get_backend
+from olmo.config import ConfigError, TrainConfig, check_vocab, validate
+from olmo.data import DataLoader, TokenWindows, eval_batches, open_source, split_indices
+from olmo.fsutil import atomic_write_bytes
+from olmo.metrics import MetricsLog, mfu, peak_flops
+from olmo.model import Transformer, build_model, lm_loss
+from olmo.optim import build_optimizer, lr_at
+from olmo.parallel import World, autocast_dtype, parallelize, resolve_device, world_from_env
+from olmo.recipe import config_to_dict, to_yaml
+
+
+class TrainingFailed(RuntimeError):
+    """Training could not go on (e.g. the loss became NaN); the message says what to try."""
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    device: str
+    start_step: int
+    step: int
+    losses: list[float] = field(default_factory=list)  # training loss of every logged step in this process
+    eval_loss: float | None = None
+    tokens_per_s: float = 0.0  # mean over this process's steps after the first (which pays for warm-up)
+    seconds: float = 0.0
+    checkpoint: Path | None = None
+
+
+@dataclass
+class Setup:
+    cfg: TrainConfig
+    world: World
+    device: torch.device
+    amp: torch.dtype | None
+    model: Transformer
+    optimizer: torch.optim.AdamW
+    loader: DataLoader
+    val: list[torch.Tensor]
+    step: int = 0
+    tokens_seen: int = 0
+
+
+def _seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+
+
+def build_data(cfg: TrainConfig, world: World) -> tuple[DataLoader, list[torch.Tensor]]:
+    """The training loader and the eval micro-batches; raises ConfigError for data the model cannot use (a
+    different tokenizer's vocab, too few sequences for one batch, missing shards)."""
+    source = open_source(cfg.data.paths, cfg.data)
+    if source.vocab_size:
+        check_vocab(cfg.model.vocab_size, source.vocab_size, source.where)
+    windows = TokenWindows(source, cfg.data.seq_len)
+    train_idx, val_idx = split_indices(len(windows), 0.0 if cfg.data.val_paths else cfg.data.val_fraction)
+    loader = DataLoader(windows, train_idx, cfg.global_batch_size, cfg.micro_batch_size, cfg.data.seed,
+                        world.rank, world.world_size)
+    if cfg.data.val_paths:
+        vsrc = open_source(cfg.data.val_paths, cfg.data)
+        if vsrc.vocab_size:
+            check_vocab(cfg.model.vocab_size, vsrc.vocab_size, vsrc.where)
+        vwin = TokenWindows(vsrc, cfg.data.seq_len)
+        val = eval_batches(vwin, np.arange(len(vwin)), cfg.micro_batch_size, cfg.eval_batches, world.rank,
+                           world.world_size)
+    else:
+        val = eval_batches(windows, val_idx, cfg.micro_batch_size, cfg.eval_batches, world.rank, world.world_size)
+    return loader, val
+
+
+def preflight(cfg: TrainConfig, resume: bool) -> tuple[World, torch.device, Path | None]:
+    """Every check that needs no model: config, device, attention backend, run_dir, data. Cheap, so the CLI
+    runs it before the (slower) doctor check and a bad recipe fails in a second."""
+    world = world_from_env()
+    validate(cfg, world.world_size)
+    device = resolve_device(cfg.device, world)
+    get_backend(cfg.model.attn_backend, device)
+    ckpt = checkpoint.latest(Path(cfg.run_dir))
+    if ckpt and not resume:
+        raise ConfigError(f"{cfg.run_dir} already has checkpoints (latest: {ckpt.name}); pass --resume to continue "
+                          "that run, or set run_dir to a new directory")
+    build_data(cfg, world)
+    return world, device, ckpt
+
+
+def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
+    world, device, ckpt = preflight(cfg, resume)
+    run_dir = Path(cfg.run_dir)
+    _seed_everything(cfg.seed)
+
+    loader, val = build_data(cfg, world)
+
+    model = parallelize(build_model(cfg.model, device, cfg.seed), cfg, world)
+    optimizer = build_optimizer(model, cfg.optim, device)
+    s = Setup(cfg, world, device, autocast_dtype(cfg, device), model, optimizer, loader, val)
+    if ckpt and resume:
+        _check_resumed_config(checkpoint.read_state(ckpt)["config"], cfg, say)
+        state = checkpoint.load(ckpt, model, optimizer, device)
+        loader.load_state_dict(state["data_loader"])
+        s.step, s.tokens_seen = state["step"], state["tokens_seen"]
+        checkpoint.set_rng_state(state["rng"])  # last: nothing after this may draw random numbers
+        say(f"resumed from {ckpt} (step {s.step}, {s.tokens_seen:,} tokens seen)")
+    elif resume:
+        say(f"no checkpoint in {run_dir / checkpoint.CHECKPOINTS}; starting a new run")
+    return s
+
+
+def _check_resumed_config(saved: dict[str, Any], cfg: TrainConfig, say: Any) -> None:
+    now = config_to_dict(cfg)
+    changed = [f"{sec}.{k}" for sec in ("model", "data", "optim") for k in now[sec]
+               if saved.get(sec, {}).get(k) != now[sec][k]]
+    changed += [k for k in now if not isinstance(now[k], dict) and saved.get(k) != now[k]]
+    model_changes = [c for c in changed if c.startswith("model.") and c != "model.attn_backend"]
+    if model_changes:
+        raise ConfigError(f"the checkpoint's model differs from the recipe ({', '.join(model_changes)}); "
+                          "resume with the original model settings or start a new run_dir")
+    if changed:
+        say(f"[yellow]resuming with changed settings: {', '.join(changed)}[/]")
+
+
+def _trim_metrics(path: Path, keep_until: int) -> None:
+    """Drop metrics records past `keep_until` (left by a run that died after its last checkpoint)."""
+    if not path.is_file():
+        return
+    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    kept = [ln for ln in lines if json.loads(ln).get("step", 0) <= keep_until]
+    if len(kept) != len(lines):
+        atomic_write_bytes(path, "".join(ln + "\n" for ln in kept).encode())
+
+
+def train_step(s: Setup, micro_batches: list[torch.Tensor], lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimizer step; returns (mean cross-entropy, grad norm before clipping) as device tensors."""
+    for group in s.optimizer.param_groups:
+        group["lr"] = lr
+    n = len(micro_batches)
+    ce_sum = torch.zeros((), device=s.device)
+    for mb in micro_batches:
+        tokens = mb.to(s.device, non_blocking=True)
+        labels = torch.cat([tokens[:, 1:], torch.full_like(tokens[:, :1], -100)], dim=1)
+        with torch.autocast(s.device.type, dtype=s.amp) if s.amp else contextlib.nullcontext():
+            logits = s.model(tokens)
+        loss, ce, _ = lm_loss(logits, labels, s.cfg.model.z_loss_multiplier)
+        (loss / n).backward()
+        ce_sum += ce.detach()
+    clip = s.cfg.optim.grad_clip or math.inf
+    grad_norm = torch.nn.utils.clip_grad_norm_(s.model.parameters(), clip)
+    s.optimizer.step()
+    s.optimizer.zero_grad(set_to_none=True)
+    return ce_sum / n, grad_norm
+
+
+@torch.no_grad()
+def evaluate(s: Setup) -> float | None:
+    if not s.val:
+        return None
+    s.model.eval()
+    total = 0.0
+    for mb in s.val:
+        tokens = mb.to(s.device)
+        labels = torch.cat([tokens[:, 1:], torch.full_like(tokens[:, :1], -100)], dim=1)
+        with torch.autocast(s.device.type, dtype=s.amp) if s.amp else contextlib.nullcontext():
+            logits = s.model(tokens)
+        total += lm_loss(logits, labels, 0.0)[1].item()
+    s.model.train()
+    return total / len(s.val)
+
+
+def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None) -> TrainResult:
+    console = console or Console(quiet=True)
+    say = console.print
+    s = setup(cfg, resume, say)
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(run_dir / "config.yaml", to_yaml(cfg).encode())
+    _trim_metrics(run_dir / "metrics.jsonl", s.step)
+    log = MetricsLog(run_dir, config_to_dict(cfg), cfg.wandb_project, cfg.tensorboard, warn=say)
+    stop = cfg.hard_stop or cfg.steps
+    tokens_per_step = cfg.global_batch_size * cfg.data.seq_len
+    flops_tok = cfg.model.flops_per_token(cfg.data.seq_len)
+    peak = peak_flops(torch.cuda.get_device_name(s.device)) if s.device.type == "cuda" and s.amp else None
+    n_params = cfg.model.num_params()
+    say(f"[bold]olmo train[/] {n_params / 1e6:,.1f}M parameters on {s.device} "
+        f"({'bf16 autocast' if s.amp else 'fp32'}, attention: {cfg.model.attn_backend}), steps {s.step}->{stop}, "
+        f"{cfg.global_batch_size} x {cfg.data.seq_len} tokens per step, "
+        f"grad accumulation {cfg.grad_accum(s.world.world_size)}")
+    result = TrainResult(run_dir, str(s.device), s.step, s.step)
+    t_start = time.perf_counter()
+    t_window, steps_window, t_first_done = t_start, 0, None
+    paused = paused_total = 0.0  # eval and checkpoint time, kept out of tokens/s
+    step = s.step
+    try:
+        while step < stop:
+            lr = lr_at(step, cfg.steps, cfg.optim)
+            loss_t, gnorm_t = train_step(s, s.loader.next_batch(), lr)
+            step += 1
+            s.tokens_seen += tokens_per_step
+            steps_window += 1
+            if t_first_done is None:
+                t_first_done = time.perf_counter()
+            if step % cfg.log_interval == 0 or step == stop:
+                loss, gnorm = loss_t.item(), gnorm_t.item()  # .item() waits for the GPU: time is real below
+                if not math.isfinite(loss):
+                    raise TrainingFailed(f"the loss became {loss} at step {step}; lower optim.lr or raise "
+                                         "optim.warmup_steps, then resume from the last checkpoint with --resume")
+                now = time.perf_counter()
+                tps = steps_window * tokens_per_step / max(now - t_window - paused, 1e-9)
+                t_window, steps_window, paused = now, 0, 0.0
+                util = mfu(tps, flops_tok, peak, s.world.world_size)
+                result.losses.append(loss)
+                log.write({"step": step, "loss": loss, "lr": lr, "grad_norm": gnorm, "tokens": s.tokens_seen,
+                           "tokens_per_s": round(tps, 1), "mfu": None if util is None else round(util, 4)})
+                eta = (stop - step) * tokens_per_step / max(tps, 1e-9)
+                say(f"step {step:>6}/{stop}  loss {loss:.4f}  lr {lr:.2e}  grad norm {gnorm:.3f}  "
+                    f"{tps:,.0f} tok/s" + (f"  MFU {util:.1%}" if util is not None else "") + f"  ETA {eta:,.0f}s")
+            t_pause = time.perf_counter()
+            if (cfg.eval_interval and step % cfg.eval_interval == 0) or step == stop:
+                ev = evaluate(s)
+                if ev is not None:
+                    result.eval_loss = ev
+                    log.write({"step": step, "eval_loss": ev, "eval_ppl": math.exp(min(ev, 50.0))})
+                    say(f"[cyan]eval[/] step {step}: loss {ev:.4f}, perplexity {math.exp(min(ev, 50.0)):,.2f}")
+            if step % cfg.save_interval == 0 or step == stop:
+                state = {"tokens_seen": s.tokens_seen, "data_loader": s.loader.state_dict(),
+                         "config": config_to_dict(cfg), "world_size": s.world.world_size}
+                result.checkpoint = checkpoint.save(run_dir, step, s.model, s.optimizer, state, cfg.keep_last_n)
+                say(f"saved {result.checkpoint}")
+            paused += time.perf_counter() - t_pause
+            paused_total += time.perf_counter() - t_pause
+    except KeyboardInterrupt:
+        last = checkpoint.latest(run_dir)
+        say(f"[yellow]interrupted at step {step}[/]; " + (f"resume from {last.name} with --resume" if last else
+                                                           "no checkpoint was written yet"))
+        raise
+    finally:
+        log.close()
+    result.step = step
+    result.seconds = time.perf_counter() - t_start
+    done = step - s.step
+    if done > 1 and t_first_done is not None:
+        busy = time.perf_counter() - t_first_done - paused_total
+        result.tokens_per_s = (done - 1) * tokens_per_step / max(busy, 1e-9)
+    elif done == 1:
+        result.tokens_per_s = tokens_per_step / max(result.seconds, 1e-9)
+    return result
+
+
+def describe(cfg: TrainConfig) -> dict[str, Any]:
+    """A short summary of a config for `olmo train --dry-run`."""
+    return {"parameters": cfg.model.num_params(), "non_embedding_parameters": cfg.model.num_params(False),
+            "flops_per_token": cfg.model.flops_per_token(cfg.data.seq_len),
+            "tokens_per_step": cfg.global_batch_size * cfg.data.seq_len,
+            "config": dataclasses.asdict(cfg)}
