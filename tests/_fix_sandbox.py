@@ -34,9 +34,8 @@ from olmo_doctor.rules.engine import run_rules
 from olmo_doctor.rules.model import load_rules
 
 
-def make_wheel(
-    dest: Path, name: str, version: str, script: str | None = None, extra: dict[str, str] | None = None
-) -> Path:
+def make_wheel(dest: Path, name: str, version: str, script: str | None = None,
+               extra: dict[str, str] | None = None) -> Path:
     """A minimal pure-Python wheel: a module with its version, optionally a console script and more files."""
     mod = name.replace("-", "_")
     dist = f"{re.sub(r'[-_.]+', '_', name)}-{version}"
@@ -46,7 +45,7 @@ def make_wheel(
         f"{mod}/data.txt": f"{name} {version} payload\n" * 20,
         f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
         f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: olmo-doctor-tests\nRoot-Is-Purelib: true\n"
-        "Tag: py3-none-any\n",
+                                   "Tag: py3-none-any\n",
     }
     if script:
         files[f"{dist}.dist-info/entry_points.txt"] = f"[console_scripts]\n{script} = {mod}:main\n"
@@ -67,61 +66,25 @@ def make_wheel(
 
 # Synthetic rules: real TOML through the real loader and engine; facts come from the sandbox's real state.
 RULES = {
-    "OD901-test-env-set": (
-        "cuda_home_missing",
-        'default(env.OLMO_FIX_HOME, "") != test.toolkit',
-        "safe",
-        '{ op = "env_set", name = "OLMO_FIX_HOME", value = "{test.toolkit}" }',
-    ),
-    "OD902-test-pip-install": (
-        "ninja_missing",
-        "not test.has_tinypkg",
-        "safe",
-        '{ op = "pip_install", requirement = "tinypkg==1.0" }',
-    ),
-    "OD903-test-pip-uninstall": (
-        "shadowed_module",
-        "test.has_badpkg",
-        "safe",
-        '{ op = "pip_uninstall", package = "badpkg" }',
-    ),
-    "OD904-test-ulimit": (
-        "ulimit_nofile",
-        "ulimit.nofile.soft < ulimit.nofile.hard",
-        "safe",
-        '{ op = "ulimit", resource = "nofile", value = "hard" }',
-    ),
-    "OD905-test-env-unset": (
-        "nccl_config",
-        "known(env.OLMO_FIX_BAD)",
-        "safe",
-        '{ op = "env_unset", name = "OLMO_FIX_BAD" }',
-    ),
-    "OD906-test-downgrade": (
-        "setuptools_pip",
-        "known(test.tool) and ver(test.tool) >= ver('2')",
-        "safe",
-        '{ op = "pip_install", requirement = "tool<2" }',
-    ),
-    "OD907-test-torch": (
-        "driver_too_old",
-        "known(test.torch) and not matches(test.torch, 'cu128')",
-        "unsafe",
-        '{ op = "reinstall_torch", index = "cu128" }',
-    ),
+    "OD901-test-env-set": ('cuda_home_missing', 'default(env.OLMO_FIX_HOME, "") != test.toolkit', "safe",
+                           '{ op = "env_set", name = "OLMO_FIX_HOME", value = "{test.toolkit}" }'),
+    "OD902-test-pip-install": ("ninja_missing", "not test.has_tinypkg", "safe",
+                               '{ op = "pip_install", requirement = "tinypkg==1.0" }'),
+    "OD903-test-pip-uninstall": ("shadowed_module", "test.has_badpkg", "safe",
+                                 '{ op = "pip_uninstall", package = "badpkg" }'),
+    "OD904-test-ulimit": ("ulimit_nofile", "ulimit.nofile.soft < ulimit.nofile.hard", "safe",
+                          '{ op = "ulimit", resource = "nofile", value = "hard" }'),
+    "OD905-test-env-unset": ("nccl_config", "known(env.OLMO_FIX_BAD)", "safe",
+                             '{ op = "env_unset", name = "OLMO_FIX_BAD" }'),
+    "OD906-test-downgrade": ("setuptools_pip", "known(test.tool) and ver(test.tool) >= ver('2')", "safe",
+                             '{ op = "pip_install", requirement = "tool<2" }'),
+    "OD907-test-torch": ("driver_too_old", "known(test.torch) and not matches(test.torch, 'cu128')", "unsafe",
+                         '{ op = "reinstall_torch", index = "cu128" }'),
     "OD908-test-manual": ("no_gpu", "test.manual", "manual", None),
-    "OD909-test-rebuild": (
-        "abi_undefined_symbol",
-        "test.rebuild",
-        "unsafe",
-        '{ op = "rebuild_kernel", package = "flash-attn" }',
-    ),
-    "OD910-test-missing": (
-        "ninja_missing",
-        "test.want_missing",
-        "safe",
-        '{ op = "pip_install", requirement = "missing-pkg==1.0" }',
-    ),
+    "OD909-test-rebuild": ("abi_undefined_symbol", "test.rebuild", "unsafe",
+                           '{ op = "rebuild_kernel", package = "flash-attn" }'),
+    "OD910-test-missing": ("ninja_missing", "test.want_missing", "safe",
+                           '{ op = "pip_install", requirement = "missing-pkg==1.0" }'),
 }
 
 
@@ -134,8 +97,7 @@ def write_rules(folder: Path, codes: list[str]) -> Path:
         fix = f'[[fix]]\ntitle = "Fix {name}"\napplicability = "{grade}"\ncommands = ["echo {name}"]\n'
         if action:
             fix += f"action = {action}\n"
-        (folder / f"{stem}.toml").write_text(
-            textwrap.dedent(f"""\
+        (folder / f"{stem}.toml").write_text(textwrap.dedent(f"""\
             code = "{code}"
             name = "{name}"
             cause = "{cause}"
@@ -144,9 +106,7 @@ def write_rules(folder: Path, codes: list[str]) -> Path:
             message = "A synthetic rule for the fix tests."
             when = "{when.replace('"', chr(92) + '"')}"
             sources = ["https://example.org/fix-tests"]
-            """)
-            + fix
-        )
+            """) + fix)
     return folder
 
 
@@ -171,7 +131,8 @@ class Sandbox:
     def freeze(self) -> list[str]:
         return pyenv.freeze(self.python)
 
-    def install(self, name: str, version: str, script: str | None = None, extra: dict[str, str] | None = None) -> None:
+    def install(self, name: str, version: str, script: str | None = None,
+                extra: dict[str, str] | None = None) -> None:
         make_wheel(self.wheels, name, version, script, extra)
         self.pip("install", "--no-deps", f"{name}=={version}")
 
@@ -179,19 +140,13 @@ class Sandbox:
         dists = pyenv.query(self.python).dists
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         return {
-            "test.toolkit": "/opt/cuda test",
-            "env.OLMO_FIX_HOME": os.environ.get("OLMO_FIX_HOME"),
+            "test.toolkit": "/opt/cuda test", "env.OLMO_FIX_HOME": os.environ.get("OLMO_FIX_HOME"),
             "env.OLMO_FIX_BAD": os.environ.get("OLMO_FIX_BAD"),
-            "test.has_tinypkg": "tinypkg" in dists,
-            "test.has_badpkg": "badpkg" in dists,
+            "test.has_tinypkg": "tinypkg" in dists, "test.has_badpkg": "badpkg" in dists,
             "test.tool": dists["tool"].version if "tool" in dists else None,
             "test.torch": dists["torch"].version if "torch" in dists else None,
-            "ulimit.nofile.soft": soft,
-            "ulimit.nofile.hard": hard,
-            "test.manual": False,
-            "test.rebuild": False,
-            "test.want_missing": False,
-            **self.state,
+            "ulimit.nofile.soft": soft, "ulimit.nofile.hard": hard,
+            "test.manual": False, "test.rebuild": False, "test.want_missing": False, **self.state,
         }
 
     def check(self, **_: object) -> CheckResult:
@@ -238,9 +193,8 @@ def pip_dir_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path = tmp_path_factory.mktemp("fix-pip") / "venv"
         subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
         site = next(path.glob("lib/python*/site-packages"))
-        subprocess.run(
-            [sys.executable, "-m", "compileall", "-q", str(site / "pip")], check=True, stdout=subprocess.DEVNULL
-        )  # PYTHONDONTWRITEBYTECODE would make every pip call recompile
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(site / "pip")], check=True,
+                       stdout=subprocess.DEVNULL)  # PYTHONDONTWRITEBYTECODE would make every pip call recompile
         _PIP_DIR.append(site)
     return _PIP_DIR[0]
 

@@ -61,9 +61,8 @@ def test_from_report_h200_text_output() -> None:
 def test_garbage_report_exits_2_with_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "garbage.txt"
     bad.write_bytes(b"\x00\xff" * 1000)
-    proc = subprocess.run(
-        [sys.executable, "-m", "olmo_doctor", "check", "--from-report", str(bad)], capture_output=True, text=True
-    )
+    proc = subprocess.run([sys.executable, "-m", "olmo_doctor", "check", "--from-report", str(bad)],
+                          capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

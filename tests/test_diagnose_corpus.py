@@ -87,10 +87,8 @@ def test_every_corpus_case_names_its_cause_first(capsys: pytest.CaptureFixture[s
         findings = diagnose_text(case["log"], env_facts(case.get("env") or {}))
         got = findings[0].cause if findings else "nothing"
         if got != case["category"]:
-            wrong.append(
-                f"{case['id']}: expected {case['category']}, got {got} "
-                f"({', '.join(f'{f.cause} {f.confidence}' for f in findings[:3])})"
-            )
+            wrong.append(f"{case['id']}: expected {case['category']}, got {got} "
+                         f"({', '.join(f'{f.cause} {f.confidence}' for f in findings[:3])})")
     with capsys.disabled():
         print(f"\ndiagnose corpus: {len(CASES) - len(wrong)}/{len(CASES)} correct")
     assert not wrong, "\n".join(wrong)

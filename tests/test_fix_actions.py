@@ -27,8 +27,7 @@ from olmo_doctor.rules.model import RuleError, load_rules
 
 def test_each_op_parses_to_its_type() -> None:
     assert parse_action({"op": "env_set", "name": "CUDA_HOME", "value": "/usr/local/cuda"}, "OD1") == EnvSet(
-        "CUDA_HOME", "/usr/local/cuda"
-    )
+        "CUDA_HOME", "/usr/local/cuda")
     assert parse_action({"op": "ulimit", "resource": "nofile", "value": 65536}, "OD1") == Ulimit("nofile", "65536")
     pip = parse_action({"op": "pip_install", "requirement": "setuptools<82"}, "x")
     assert isinstance(pip, PipInstall) and pip.package == "setuptools"
@@ -40,24 +39,21 @@ def test_each_op_parses_to_its_type() -> None:
     assert [a.describe() for a in two] == ["unset A", "unset B"]
 
 
-@pytest.mark.parametrize(
-    ("raw", "needle"),
-    [
-        ({"op": "shell", "command": "rm -rf /"}, "unknown op 'shell'"),
-        ({"op": "env_set", "name": "X"}, "needs value"),
-        ({"op": "pip_install", "requirement": "ninja", "index": "x"}, "unknown field(s) index"),
-        ({"op": "ulimit", "resource": "stack", "value": "hard"}, "resource must be one of nofile, memlock"),
-        ({"op": "ulimit", "resource": "nofile", "value": -1}, "positive number"),
-        ({"op": "rebuild_kernel", "package": "apex"}, "flash-attn, xformers"),
-        ({"op": "reinstall_torch", "index": "https://evil.example/simple"}, "PyTorch wheel index"),
-        ({"op": "pip_install", "requirement": "ninja @ https://x.example/ninja.whl"}, "is a URL"),
-        ({"op": "pip_install", "requirement": "ninja; rm -rf /"}, "not a valid requirement"),
-        ({"op": "pip_install", "requirement": "pip>=25"}, "never changes pip"),
-        ({"op": "pip_uninstall", "package": "pip"}, "never removes pip"),
-        ({"op": "env_set", "name": "A B", "value": "1"}, "not an environment variable name"),
-        ("pip install ninja", "must be a table"),
-    ],
-)
+@pytest.mark.parametrize(("raw", "needle"), [
+    ({"op": "shell", "command": "rm -rf /"}, "unknown op 'shell'"),
+    ({"op": "env_set", "name": "X"}, "needs value"),
+    ({"op": "pip_install", "requirement": "ninja", "index": "x"}, "unknown field(s) index"),
+    ({"op": "ulimit", "resource": "stack", "value": "hard"}, "resource must be one of nofile, memlock"),
+    ({"op": "ulimit", "resource": "nofile", "value": -1}, "positive number"),
+    ({"op": "rebuild_kernel", "package": "apex"}, "flash-attn, xformers"),
+    ({"op": "reinstall_torch", "index": "https://evil.example/simple"}, "PyTorch wheel index"),
+    ({"op": "pip_install", "requirement": "ninja @ https://x.example/ninja.whl"}, "is a URL"),
+    ({"op": "pip_install", "requirement": "ninja; rm -rf /"}, "not a valid requirement"),
+    ({"op": "pip_install", "requirement": "pip>=25"}, "never changes pip"),
+    ({"op": "pip_uninstall", "package": "pip"}, "never removes pip"),
+    ({"op": "env_set", "name": "A B", "value": "1"}, "not an environment variable name"),
+    ("pip install ninja", "must be a table"),
+])
 def test_invalid_actions_name_the_rule(raw: object, needle: str) -> None:
     with pytest.raises(ActionError) as err:
         parse_action(raw, "OD204 fix 'Install ninja'")
@@ -66,7 +62,8 @@ def test_invalid_actions_name_the_rule(raw: object, needle: str) -> None:
 
 def test_grading_replacing_compiled_code_must_be_unsafe() -> None:
     assert "must be 'unsafe'" in (action_error({"op": "reinstall_torch", "index": "cu128"}, "safe") or "")
-    assert "must be 'unsafe'" in (action_error({"op": "pip_install", "requirement": "flash-attn==2.8.3"}, "safe") or "")
+    assert "must be 'unsafe'" in (action_error({"op": "pip_install", "requirement": "flash-attn==2.8.3"}, "safe")
+                                  or "")
     assert action_error({"op": "reinstall_torch", "index": "cu128"}, "unsafe") is None
     assert touches_compiled(PipUninstall("xformers")) and not touches_compiled(PipInstall("ninja"))
 

@@ -24,9 +24,8 @@ def apply_json(*extra: str) -> dict:
     return data
 
 
-def test_env_set_unset_ulimit_applied_and_undone(
-    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, low_nofile: None
-) -> None:
+def test_env_set_unset_ulimit_applied_and_undone(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch,
+                                                 low_nofile: None) -> None:
     monkeypatch.setenv("OLMO_FIX_BAD", "1")
     env_path = sandbox.project / ENV_FILE
     env_path.parent.mkdir()

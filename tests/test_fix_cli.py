@@ -71,7 +71,8 @@ def test_no_venv_refuses_pip_fixes(sandbox: Sandbox, monkeypatch: pytest.MonkeyP
     assert not (sandbox.project / ".olmo-doctor").exists()  # the safe env file was not written either
 
 
-def test_another_activated_venv_is_refused(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_another_activated_venv_is_refused(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
     monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path / "elsewhere"))
     code, line = cli("fix", "--apply", "--unsafe-fixes", "--only", "OD902")
     assert code == 2 and "the active venv is" in line and "tinypkg==1.0" not in sandbox.freeze()
@@ -164,10 +165,7 @@ def test_entry_point_prints_one_line_and_exits_2(tmp_path: Path) -> None:
     folder = tmp_path / ".olmo-doctor" / "journal" / "0001-20260101-000000"
     folder.mkdir(parents=True)
     (folder / "manifest.json").write_text(json.dumps({"format": 1, "sha256": "0" * 64, "entry": {"id": "x"}}))
-    proc = subprocess.run(
-        [sys.executable, "-m", "olmo_doctor", "fix", "--undo", "--project", str(tmp_path)],
-        capture_output=True,
-        text=True,
-    )
+    proc = subprocess.run([sys.executable, "-m", "olmo_doctor", "fix", "--undo", "--project", str(tmp_path)],
+                          capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and "checksum mismatch" in proc.stderr

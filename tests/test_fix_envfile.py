@@ -13,7 +13,7 @@ from olmo_doctor.fix.actions import EnvSet, EnvUnset, Ulimit
 
 ENTRIES = [
     envfile.entry(EnvSet("CUDA_HOME", "/opt/cuda 13"), "OD210 Point CUDA_HOME at the toolkit"),
-    envfile.entry(EnvSet("TRICKY", 'it\'s $HOME `x` "q"'), "quoting"),
+    envfile.entry(EnvSet("TRICKY", "it's $HOME `x` \"q\""), "quoting"),
     envfile.entry(EnvUnset("NCCL_P2P_DISABLE"), "OD220 a lingering workaround"),
     envfile.entry(Ulimit("nofile", "hard"), "OD230 raise open files"),
 ]
@@ -23,7 +23,8 @@ def test_new_file_and_idempotent_rewrite() -> None:
     text = envfile.updated(None, ENTRIES)
     assert text.startswith(envfile.BEGIN) and text.endswith(envfile.END + "\n")
     assert envfile.updated(text, ENTRIES) == text  # the same entries again: byte-identical
-    assert [e.key for e in envfile.parse(text).entries] == ["CUDA_HOME", "TRICKY", "NCCL_P2P_DISABLE", "ulimit:nofile"]
+    assert [e.key for e in envfile.parse(text).entries] == ["CUDA_HOME", "TRICKY", "NCCL_P2P_DISABLE",
+                                                             "ulimit:nofile"]
 
 
 def test_user_lines_survive_and_entries_are_sticky() -> None:
@@ -31,9 +32,8 @@ def test_user_lines_survive_and_entries_are_sticky() -> None:
     first = envfile.updated(user, ENTRIES)
     assert first.startswith(user)
     # a later run only knows a new MAX_JOBS: everything else stays, the user's lines too
-    second = envfile.updated(
-        first + "alias t='olmo train'\n", [envfile.Entry("MAX_JOBS", "export MAX_JOBS=8", "MAX_JOBS: 8 CPUs")]
-    )
+    second = envfile.updated(first + "alias t='olmo train'\n", [envfile.Entry("MAX_JOBS", "export MAX_JOBS=8",
+                                                                                "MAX_JOBS: 8 CPUs")])
     assert second.startswith(user) and second.endswith("alias t='olmo train'\n")
     keys = [e.key for e in envfile.parse(second).entries]
     assert keys == ["CUDA_HOME", "TRICKY", "NCCL_P2P_DISABLE", "ulimit:nofile", "MAX_JOBS"]
@@ -57,17 +57,10 @@ def test_overlay_matches_what_bash_does(tmp_path: Path) -> None:
     path = tmp_path / "env.sh"
     path.write_text(envfile.updated(None, ENTRIES))
     out = subprocess.run(
-        [
-            bash,
-            "-c",
-            f'export NCCL_P2P_DISABLE=1; source "{path}"; printf "%s\\n%s\\n%s\\n" "$CUDA_HOME" "$TRICKY" '
-            '"${NCCL_P2P_DISABLE-unset}"; [ "$(ulimit -Sn)" = "$(ulimit -Hn)" ] && echo raised',
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
+        [bash, "-c", f'export NCCL_P2P_DISABLE=1; source "{path}"; printf "%s\\n%s\\n%s\\n" "$CUDA_HOME" "$TRICKY" '
+         '"${NCCL_P2P_DISABLE-unset}"; [ "$(ulimit -Sn)" = "$(ulimit -Hn)" ] && echo raised'],
+        capture_output=True, text=True, check=True).stdout.splitlines()
     ov = envfile.overlay(path.read_text())
     assert out == [ov.set["CUDA_HOME"], ov.set["TRICKY"], "unset", "raised"]
-    assert ov.set["TRICKY"] == 'it\'s $HOME `x` "q"' and ov.unset == {"NCCL_P2P_DISABLE"}
+    assert ov.set["TRICKY"] == "it's $HOME `x` \"q\"" and ov.unset == {"NCCL_P2P_DISABLE"}
     assert ov.limits == {"nofile": "hard"}

@@ -17,15 +17,8 @@ PY = "/proj/.venv/bin/python"
 
 
 def env(prefix: str = "/proj/.venv", **dists: str) -> PyEnv:
-    return PyEnv(
-        PY,
-        prefix,
-        "/usr",
-        "/site",
-        "/site",
-        "/proj/.venv/bin",
-        {k: Dist(k, v, None, "/site", None) for k, v in dists.items()},
-    )
+    return PyEnv(PY, prefix, "/usr", "/site", "/site", "/proj/.venv/bin",
+                 {k: Dist(k, v, None, "/site", None) for k, v in dists.items()})
 
 
 def finding(code: str, *fixes: Fix, severity: str = "error") -> Finding:
@@ -36,17 +29,10 @@ def fix(grade: str, action: Any = None, title: str = "a fix") -> Fix:
     return Fix(title, grade, [f"cmd {title}"], action)  # type: ignore[arg-type]
 
 
-def plan(
-    findings: list[Finding],
-    pyenv: PyEnv | None = None,
-    recommended: dict[str, EnvVar] | None = None,
-    env_text: str | None = None,
-    facts: dict[str, Any] | None = None,
-    **kw: Any,
-) -> FixPlan:
-    return make_plan(
-        findings, recommended or {}, facts or {}, project="/proj", env=pyenv or env(), env_text=env_text, **kw
-    )
+def plan(findings: list[Finding], pyenv: PyEnv | None = None, recommended: dict[str, EnvVar] | None = None,
+         env_text: str | None = None, facts: dict[str, Any] | None = None, **kw: Any) -> FixPlan:
+    return make_plan(findings, recommended or {}, facts or {}, project="/proj", env=pyenv or env(),
+                     env_text=env_text, **kw)
 
 
 def by_status(p: FixPlan) -> dict[str, list[str]]:
@@ -61,45 +47,26 @@ TORCH = {"op": "reinstall_torch", "index": "cu128"}
 
 
 def test_grades_decide_what_runs() -> None:
-    fs = [
-        finding("OD204", fix("safe", NINJA)),
-        finding("OD101", fix("unsafe", TORCH), fix("manual")),
-        finding("OD001", fix("manual", title="driver")),
-    ]
+    fs = [finding("OD204", fix("safe", NINJA)), finding("OD101", fix("unsafe", TORCH), fix("manual")),
+          finding("OD001", fix("manual", title="driver"))]
     p = plan(fs, env(torch="2.11.0+cu130"))
-    assert by_status(p) == {
-        "apply": ["pip_install"],
-        "needs_unsafe": ["reinstall_torch"],
-        "manual": ["manual", "manual"],
-    }
+    assert by_status(p) == {"apply": ["pip_install"], "needs_unsafe": ["reinstall_torch"],
+                            "manual": ["manual", "manual"]}
     item = p.to_run[0]
     assert item.argv == [PY, "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "ninja"]
     with_unsafe = plan(fs, env(torch="2.11.0+cu130"), unsafe=True)
     torch = next(i for i in with_unsafe.to_run if i.op == "reinstall_torch")
     # the same release for the other index; a bare torch==2.11.0 would count +cu130 as satisfying it
-    assert torch.argv is not None and torch.argv[-3:] == [
-        "torch==2.11.0+cu128",
-        "--index-url",
-        "https://download.pytorch.org/whl/cu128",
-    ]
+    assert torch.argv is not None and torch.argv[-3:] == ["torch==2.11.0+cu128", "--index-url", "https://download.pytorch.org/whl/cu128"]
 
 
 def test_every_allowed_fix_of_a_finding_runs_in_a_fixed_order() -> None:
     # like OD251: remove a broken ninja, then install it again; the install is not "already satisfied"
-    f = finding(
-        "OD251",
-        fix("safe", {"op": "pip_uninstall", "package": "ninja"}, "remove"),
-        fix("safe", NINJA, "install again"),
-        fix("unsafe", TORCH, "torch"),
-        fix("manual", title="or this"),
-    )
+    f = finding("OD251", fix("safe", {"op": "pip_uninstall", "package": "ninja"}, "remove"),
+                fix("safe", NINJA, "install again"), fix("unsafe", TORCH, "torch"), fix("manual", title="or this"))
     p = plan([f], env(ninja="1.11.1"))
-    assert [(i.status, i.op) for i in p.items] == [
-        ("apply", "pip_uninstall"),
-        ("apply", "pip_install"),
-        ("needs_unsafe", "reinstall_torch"),
-        ("manual", "manual"),
-    ]
+    assert [(i.status, i.op) for i in p.items] == [("apply", "pip_uninstall"), ("apply", "pip_install"),
+                                                    ("needs_unsafe", "reinstall_torch"), ("manual", "manual")]
     assert plan([f], env(ninja="1.11.1"), unsafe=True).count("apply") == 3
     # without the uninstall, the same install is already done
     assert plan([finding("OD250", fix("safe", NINJA))], env(ninja="1.11.1")).items[0].status == "done"
@@ -113,11 +80,9 @@ def test_a_value_the_facts_made_invalid_blocks_only_that_fix() -> None:
 
 
 def test_already_satisfied_is_done() -> None:
-    fs = [
-        finding("OD206", fix("safe", {"op": "pip_install", "requirement": "setuptools<82"})),
-        finding("OD207", fix("safe", {"op": "pip_uninstall", "package": "ai2_olmo"})),
-        finding("OD208", fix("unsafe", TORCH)),
-    ]
+    fs = [finding("OD206", fix("safe", {"op": "pip_install", "requirement": "setuptools<82"})),
+          finding("OD207", fix("safe", {"op": "pip_uninstall", "package": "ai2_olmo"})),
+          finding("OD208", fix("unsafe", TORCH))]
     p = plan(fs, env(setuptools="80.9.0", torch="2.11.0+cu128"), unsafe=True)
     assert by_status(p) == {"done": ["pip_uninstall", "pip_install", "reinstall_torch"]}
     assert "80.9.0 already satisfies 'setuptools<82'" in " ".join(i.reason for i in p.items)
@@ -135,10 +100,8 @@ def test_outside_a_venv_pip_is_held_back_unless_unsafe() -> None:
 
 
 def test_env_file_item_merges_recommendations_and_env_actions() -> None:
-    fs = [
-        finding("OD210", fix("safe", {"op": "env_set", "name": "CUDA_HOME", "value": "/usr/local/cuda-13.0"})),
-        finding("OD230", fix("safe", {"op": "ulimit", "resource": "nofile", "value": 1048576})),
-    ]
+    fs = [finding("OD210", fix("safe", {"op": "env_set", "name": "CUDA_HOME", "value": "/usr/local/cuda-13.0"})),
+          finding("OD230", fix("safe", {"op": "ulimit", "resource": "nofile", "value": 1048576}))]
     rec = {"MAX_JOBS": EnvVar("8", "8 CPUs"), "CUDA_HOME": EnvVar("/wrong", "recommended")}
     p = plan(fs, recommended=rec, facts={"ulimit.nofile.hard": 65536})
     [item] = p.to_run
@@ -152,10 +115,8 @@ def test_env_file_item_merges_recommendations_and_env_actions() -> None:
 
 
 def test_only_filters_findings_and_env() -> None:
-    fs = [
-        finding("OD204", fix("safe", NINJA)),
-        finding("OD206", fix("safe", {"op": "pip_install", "requirement": "wheel"})),
-    ]
+    fs = [finding("OD204", fix("safe", NINJA)), finding("OD206", fix("safe", {"op": "pip_install",
+                                                                             "requirement": "wheel"}))]
     rec = {"MAX_JOBS": EnvVar("8", "8 CPUs")}
     assert [i.op for i in plan(fs, recommended=rec).to_run] == ["write_env_file", "pip_install", "pip_install"]
     only = plan(fs, recommended=rec, only=["od206"])
@@ -197,13 +158,6 @@ def test_rebuild_is_blocked_without_build_kernels(monkeypatch: pytest.MonkeyPatc
 
 
 def test_report_plans_use_the_reported_python() -> None:
-    p = make_plan(
-        [finding("OD204", fix("safe", NINJA))],
-        {},
-        {"python.executable": "/home/u/venv/bin/python"},
-        project="/proj",
-        env=None,
-        env_text=None,
-        from_report="collect_env.txt",
-    )
+    p = make_plan([finding("OD204", fix("safe", NINJA))], {}, {"python.executable": "/home/u/venv/bin/python"},
+                  project="/proj", env=None, env_text=None, from_report="collect_env.txt")
     assert (p.to_run[0].argv or [])[0] == "/home/u/venv/bin/python" and "on that machine" in p.to_run[0].reason

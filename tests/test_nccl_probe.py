@@ -35,13 +35,7 @@ def test_link_peak_from_topology() -> None:
 
 
 def test_slow_allreduce_is_flagged_with_numbers() -> None:
-    facts = {
-        "nccl.efficiency": 0.1,
-        "nccl.busbw_gbps": 45.0,
-        "nccl.link": "NV18",
-        "nccl.link_peak_gbps": 450.0,
-        "nccl.size_mb": 2048,
-        "nccl.world": 2,
-    }
+    facts = {"nccl.efficiency": 0.1, "nccl.busbw_gbps": 45.0, "nccl.link": "NV18", "nccl.link_peak_gbps": 450.0,
+             "nccl.size_mb": 2048, "nccl.world": 2}
     finding = next(f for f in run_rules(facts, scope="train") if f.code == "OD012")
     assert "10%" in finding.message and "45.0 GB/s" in finding.title

@@ -9,9 +9,8 @@ import pytest
 from olmo_doctor.probes import cgroup, collect, cuda, gpu, libc
 from olmo_doctor.run import FakeRunner, Result
 
-SMI_ROWS = (
-    "NVIDIA H200, 9.0, 143771, 00000000:00:06.0, 580.159.04\nNVIDIA H200, 9.0, 143771, 00000000:00:07.0, 580.159.04\n"
-)
+SMI_ROWS = ("NVIDIA H200, 9.0, 143771, 00000000:00:06.0, 580.159.04\n"
+            "NVIDIA H200, 9.0, 143771, 00000000:00:07.0, 580.159.04\n")
 SMI_HEAD = "| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |"
 TOPO = "\tGPU0\tGPU1\nGPU0\t X \tNV18\nGPU1\tNV18\t X \n"
 
@@ -73,7 +72,7 @@ def test_wrapper_script_nvcc_resolves_to_the_real_toolkit(tmp_path: Path) -> Non
     (real / "bin").mkdir()
     wrapper = tmp_path / "bin" / "nvcc"
     wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/sh\nexec {real}/bin/nvcc "$@"\n')
+    wrapper.write_text(f"#!/bin/sh\nexec {real}/bin/nvcc \"$@\"\n")
     assert cuda.toolkit_root(str(tmp_path), str(wrapper)) == str(real)
 
 
