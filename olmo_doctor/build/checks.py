@@ -11,16 +11,17 @@ from typing import TYPE_CHECKING
 
 from olmo_doctor import tables
 from olmo_doctor.build.recipes import Recipe, arch_token
+from olmo_doctor.envplan import MEMORY_HEADROOM
 from olmo_doctor.facts import Facts, FactValue
 from olmo_doctor.findings import Finding, Fix, Severity
 
 if TYPE_CHECKING:
     from olmo_doctor.build.plan import JobSizing
 
-# Memory kept free for pip, Python, ninja and the final link while nvcc jobs run, and a safety margin: the
-# per-job figures are measured peaks, but a desktop session or a page cache spike must not tip the box over.
+# Share of available memory compile jobs may use (envplan's headroom, one number for check and build), and
+# memory kept free for pip, Python, ninja and the final link while nvcc jobs run.
+MEMORY_FRACTION = MEMORY_HEADROOM
 RESERVED_GB = 1.0
-MEMORY_FRACTION = 0.9
 
 
 def _finding(code: str, title: str, message: str, *commands: str, severity: Severity = "error") -> Finding:
