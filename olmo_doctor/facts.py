@@ -80,6 +80,7 @@ FACT_KEYS: dict[str, str] = {
     "packaging.version": "installed packaging version",
     "ninja.version": "version of the ninja binary that builds will use",
     "ninja.path": "path of that ninja binary",
+    "ccache.path": "path of ccache when installed (build-kernels routes nvcc through it via PYTORCH_NVCC)",
     "python.invalid_versions": "installed distributions whose versions are not PEP 440 (pip >= 24.1 rejects them)",
     "olmo.module_origin": "which distribution provides the importable `olmo` module",
     # torch
