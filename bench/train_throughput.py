@@ -48,7 +48,18 @@ def _timed_steps(step: Callable[[object], float], steps: int, warmup: int, batch
             "peak_mem_gb": round(torch.cuda.max_memory_allocated() / 2**30, 1), "loss": round(float(loss), 4)}
 
 
-def run_ours(args: argparse.Namespace, compiled: bool) -> dict:
+def _apply_sdp(choice: str) -> None:
+    """Restrict torch SDPA to one kernel family (process-wide flags; math stays as the fallback)."""
+    import torch
+
+    if choice == "default":
+        return
+    torch.backends.cuda.enable_flash_sdp(choice == "flash")
+    torch.backends.cuda.enable_mem_efficient_sdp(choice == "efficient")
+    torch.backends.cuda.enable_cudnn_sdp(choice == "cudnn")
+
+
+def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> dict:
     import torch
 
     from olmo.attention import get_backend
@@ -58,7 +69,10 @@ def run_ours(args: argparse.Namespace, compiled: bool) -> dict:
     from olmo.parallel import apply_compile
 
     cfg = ModelConfig.olmo2_1b()
-    cfg.vocab_size, cfg.n_layers, cfg.attn_backend = VOCAB, args.layers, args.attn
+    cfg.vocab_size, cfg.n_layers = VOCAB, args.layers
+    cfg.attn_backend = opts.get("attn", args.attn)
+    cfg.fuse_projections = opts.get("fuse", "0") == "1"
+    _apply_sdp(opts.get("sdp", "default"))
     device = torch.device("cuda")
     get_backend(cfg.attn_backend, device)
     model = build_model(cfg, device, seed=0)
@@ -78,8 +92,25 @@ def run_ours(args: argparse.Namespace, compiled: bool) -> dict:
         return loss.detach()
 
     out = _timed_steps(step, args.steps, args.warmup, (args.batch, args.seq))
+    if args.profile:
+        _profile(step, (args.batch, args.seq), args.profile)
     n = sum(p.numel() for p in model.parameters())
     return {**out, "params": n, "emb": model.embeddings.weight.numel()}
+
+
+def _profile(step: Callable[[object], float], batch: tuple[int, int], path: str) -> None:
+    """Two profiled steps; the kernel table (by total CUDA time) goes to `path`, the top rows to stderr."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.randint(0, TOKENS_VOCAB, batch, device="cuda")
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(2):
+            step(x)
+        torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=40, max_name_column_width=90)
+    Path(path).write_text(table)
+    print("\n".join(table.splitlines()[:30]), file=sys.stderr)
 
 
 def run_olmo_core(args: argparse.Namespace, compiled: bool) -> dict:
@@ -133,16 +164,19 @@ def run_hf(args: argparse.Namespace) -> dict:
 
 
 def run_one(args: argparse.Namespace) -> dict:
-    impl = args.run
+    # "ours:fuse=1,sdp=cudnn,attn=flash_attn" runs a variant of ours
+    impl, _, spec = args.run.partition(":")
+    opts = dict(kv.split("=", 1) for kv in spec.split(",") if "=" in kv)
     runners: dict[str, Callable[[], dict]] = {
-        "ours": lambda: run_ours(args, compiled=True),
-        "ours-eager": lambda: run_ours(args, compiled=False),
+        "ours": lambda: run_ours(args, compiled=True, opts=opts),
+        "ours-eager": lambda: run_ours(args, compiled=False, opts=opts),
         "olmo-core-compile": lambda: run_olmo_core(args, compiled=True),
         "olmo-core-eager": lambda: run_olmo_core(args, compiled=False),
         "hf-sdpa": lambda: run_hf(args),
     }
     start = time.perf_counter()
     out = runners[impl]()
+    impl = args.run
     # PaLM-style FLOPs per token (attention counted non-causal), as shared/bench/README.md and OLMo-core
     flops = 6 * (out["params"] - out["emb"]) + 12 * args.layers * 2048 * args.seq
     out.update(impl=impl, wall_s=round(time.perf_counter() - start, 1),
@@ -152,7 +186,8 @@ def run_one(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--impls", default=",".join(IMPLS))
+    parser.add_argument("--impls", default=",".join(IMPLS),
+                        help="comma list, or ';' list when variants carry options: 'ours:fuse=1,sdp=cudnn;ours'")
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--warmup", type=int, default=4)
     parser.add_argument("--batch", type=int, default=4)
@@ -160,7 +195,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=18)
     parser.add_argument("--attn", default="sdpa", help="our attention backend (olmo.attention.BACKENDS)")
     parser.add_argument("--plain-loss", action="store_true", help="ours: materialise the logits (no chunked loss)")
-    parser.add_argument("--run", choices=IMPLS, help=argparse.SUPPRESS)
+    parser.add_argument("--run", help=argparse.SUPPRESS)
+    parser.add_argument("--profile", help="ours: write a 2-step kernel profile table to this file")
     parser.add_argument("--out", help="also write the results as JSON lines to this file")
     args = parser.parse_args()
     if args.run:
@@ -172,9 +208,12 @@ def main() -> None:
     passthrough = [f"--steps={args.steps}", f"--warmup={args.warmup}", f"--batch={args.batch}",
                    f"--seq={args.seq}", f"--layers={args.layers}", f"--attn={args.attn}"]
     passthrough += ["--plain-loss"] if args.plain_loss else []
-    for impl in [i for i in args.impls.split(",") if i]:
-        proc = subprocess.run([sys.executable, __file__, "--run", impl, *passthrough], capture_output=True,
+    for impl in [i for i in args.impls.split(";" if ";" in args.impls else ",") if i]:
+        extra = [f"--profile={args.profile}.{len(results)}.txt"] if args.profile and impl.startswith("ours") else []
+        proc = subprocess.run([sys.executable, __file__, "--run", impl, *passthrough, *extra], capture_output=True,
                               text=True, env=env)
+        if extra:
+            print("\n".join(proc.stderr.splitlines()[-30:]))
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
         if line is None:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
