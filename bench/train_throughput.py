@@ -65,13 +65,14 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
     from olmo.attention import get_backend
     from olmo.config import ModelConfig, OptimConfig
     from olmo.model import build_model
-    from olmo.optim import build_optimizer
+    from olmo.optim import build_optimizer, clip_and_step
     from olmo.parallel import apply_compile
 
     cfg = ModelConfig.olmo2_1b()
     cfg.vocab_size, cfg.n_layers = VOCAB, args.layers
     cfg.attn_backend = opts.get("attn", args.attn)
     cfg.fuse_projections = opts.get("fuse", "0") == "1"
+    cfg.residual_dtype = opts.get("residual", cfg.residual_dtype)
     _apply_sdp(opts.get("sdp", "default"))
     device = torch.device("cuda")
     get_backend(cfg.attn_backend, device)
@@ -86,8 +87,7 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss, _, _ = model(x, labels=labels)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        clip_and_step(model, opt, 1.0)
         opt.zero_grad(set_to_none=True)
         return loss.detach()
 

@@ -166,6 +166,9 @@ class Transformer(nn.Module):
         (total, cross entropy, z-loss) instead, computed chunk by chunk without the full logits."""
         cos, sin = self.rope(input_ids.shape[1], input_ids.device)
         h = self.embeddings(input_ids)
+        device_type = input_ids.device.type
+        if self.cfg.residual_dtype == "autocast" and torch.is_autocast_enabled(device_type):
+            h = h.to(torch.get_autocast_dtype(device_type))
         for block in self.blocks.values():
             h = block(h, cos, sin)
         if labels is None:

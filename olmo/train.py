@@ -32,7 +32,7 @@ from olmo.data import DataLoader, TokenWindows, eval_batches, open_source, split
 from olmo.fsutil import atomic_write_bytes
 from olmo.metrics import MetricsLog, mfu, peak_flops
 from olmo.model import Transformer, build_model
-from olmo.optim import build_optimizer, lr_at
+from olmo.optim import build_optimizer, clip_and_step, lr_at
 from olmo.parallel import World, autocast_dtype, parallelize, resolve_device, world_from_env
 from olmo.recipe import config_to_dict, to_yaml
 
@@ -138,7 +138,7 @@ def _check_resumed_config(saved: dict[str, Any], cfg: TrainConfig, say: Any) -> 
     changed = [f"{sec}.{k}" for sec in ("model", "data", "optim") for k in now[sec]
                if saved.get(sec, {}).get(k) != now[sec][k]]
     changed += [k for k in now if not isinstance(now[k], dict) and saved.get(k) != now[k]]
-    runtime_only = ("model.attn_backend", "model.fuse_projections")  # how it runs, not what it is
+    runtime_only = ("model.attn_backend", "model.fuse_projections", "model.residual_dtype")  # how, not what
     model_changes = [c for c in changed if c.startswith("model.") and c not in runtime_only]
     if model_changes:
         raise ConfigError(f"the checkpoint's model differs from the recipe ({', '.join(model_changes)}); "
@@ -171,8 +171,7 @@ def train_step(s: Setup, micro_batches: list[torch.Tensor], lr: float) -> tuple[
         (loss / n).backward()
         ce_sum += ce.detach()
     clip = s.cfg.optim.grad_clip or math.inf
-    grad_norm = torch.nn.utils.clip_grad_norm_(s.model.parameters(), clip)
-    s.optimizer.step()
+    grad_norm = clip_and_step(s.model, s.optimizer, clip)
     s.optimizer.zero_grad(set_to_none=True)
     return ce_sum / n, grad_norm
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 from datetime import datetime, timezone
@@ -107,6 +108,16 @@ def preferred_backend(gpu: str, torch_version: str, path: Path | None = None) ->
     return best
 
 
+def _failure(proc: subprocess.CompletedProcess[str]) -> str:
+    """The line that says why the check process failed: a signal, or the last error line of its stderr (warnings
+    print source lines after their message, so the plain last line is often not the error)."""
+    if proc.returncode < 0:
+        return f"the check process was killed by signal {-proc.returncode} (a crash inside the kernel?)"
+    lines = [ln.strip() for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    errors = [ln for ln in lines if re.search(r"(Error|Exception|error:|Aborted|terminate called)", ln)]
+    return (errors or lines or [f"exit code {proc.returncode}, no output"])[-1][:300]
+
+
 def verify(
     package: str,
     python: str,
@@ -123,6 +134,5 @@ def verify(
     except (OSError, subprocess.SubprocessError) as e:
         return {"package": package, "ok": False, "problems": [f"GPU check did not run: {e}"]}
     if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"package": package, "ok": False, "problems": [f"GPU check failed: {tail}"]}
+        return {"package": package, "ok": False, "problems": [f"GPU check failed: {_failure(proc)}"]}
     return judge(package, json.loads(proc.stdout.strip().splitlines()[-1]), subset_dims, subset_text)
