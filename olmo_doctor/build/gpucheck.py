@@ -20,7 +20,7 @@ REL_ERROR_BOUND = 2e-2
 
 
 def _rel(a: Any, b: Any) -> float:
-    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-12))
+    return float((a.detach().float() - b.detach().float()).norm() / b.detach().float().norm().clamp_min(1e-12))
 
 
 def _time_ms(fn: Any, device: str = "cuda", iters: int = 20, warmup: int = 3) -> float:
@@ -108,29 +108,55 @@ def _flash(package: str) -> tuple[Any, str]:
     return flash_attn_func, version("flash-attn")
 
 
-def check_flash_attn(package: str, shape: tuple[int, int, int, int], subset_dims: list[int]) -> dict[str, Any]:
+def _local_part(package: str, shape: tuple[int, int, int, int]) -> dict[str, Any]:
+    """Sliding-window (local) attention, which OLMo 3 uses and the subset keeps."""
     import torch
 
-    func, installed = _flash(package)
-    res = _compare(lambda q, k, v: func(q, k, v, causal=True), shape)
-    res["version"] = installed
-    # sliding-window (local) attention, which OLMo 3 uses and the subset keeps
+    func, _ = _flash(package)
     b, t, h, d = 1, 1024, shape[2], shape[3]
     q, k, v, _ = _inputs((b, t, h, d))
     window = 256
     i = torch.arange(t, device="cuda")
     mask = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] <= window)
     local = func(q, k, v, causal=True, window_size=(window, 0))
-    res["local_rel_error"] = _rel(local, _sdpa(q, k, v, mask=mask))
-    if subset_dims:  # a call outside the subset must raise a clear error, not crash the process
-        other = 64 if 64 not in subset_dims else 96
-        q2 = torch.randn(1, 128, 2, other, device="cuda", dtype=torch.bfloat16)
-        try:
-            func(q2, q2, q2)
-            torch.cuda.synchronize()
-            res["outside_subset"] = "no error raised"
-        except RuntimeError as e:
-            res["outside_subset"] = str(e).splitlines()[0]
+    return {"local_rel_error": _rel(local.detach(), _sdpa(q, k, v, mask=mask).detach())}
+
+
+def _outside_part(package: str, subset_dims: list[int]) -> dict[str, Any]:
+    """A call outside the subset must raise a clear error, not crash the process."""
+    import torch
+
+    func, _ = _flash(package)
+    other = 64 if 64 not in subset_dims else 96
+    q2 = torch.randn(1, 128, 2, other, device="cuda", dtype=torch.bfloat16)
+    try:
+        func(q2, q2, q2)
+        torch.cuda.synchronize()
+        return {"outside_subset": "no error raised"}
+    except RuntimeError as e:
+        return {"outside_subset": str(e).splitlines()[0]}
+
+
+def _in_child(part: str, package: str, args: list[str], key: str) -> dict[str, Any]:
+    """Run one secondary check in its own process: a crash there is reported for that check alone (and
+    with the Python line it happened on) instead of taking the whole verification down."""
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", __file__, package, "--part", part, *args],
+                          capture_output=True, text=True)
+    if proc.returncode == 0 and proc.stdout.strip():
+        return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    where = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip().startswith("File ")][:1]
+    what = f"crashed with signal {-proc.returncode}" if proc.returncode < 0 else f"failed (exit {proc.returncode})"
+    return {key: f"{what}{' at ' + where[0] if where else ''}", f"{key}_crashed": True}
+
+
+def check_flash_attn(package: str, shape: tuple[int, int, int, int], subset_dims: list[int]) -> dict[str, Any]:
+    func, installed = _flash(package)
+    res = _compare(lambda q, k, v: func(q, k, v, causal=True), shape)
+    res["version"] = installed
+    shape_arg = ["--shape", ",".join(map(str, shape))]
+    res.update(_in_child("local", package, shape_arg, "local_rel_error"))
+    if subset_dims:
+        res.update(_in_child("outside", package, ["--subset-dims", ",".join(map(str, subset_dims))], "outside_subset"))
     return res
 
 
@@ -159,11 +185,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("package", choices=["flash-attn", "flash-attn-3", "xformers"])
     ap.add_argument("--shape", default="4,4096,16,128")
     ap.add_argument("--subset-dims", default="")
+    ap.add_argument("--part", choices=["all", "local", "outside"], default="all", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     import torch
 
     b, t, h, d = (int(x) for x in args.shape.split(","))
     shape = (b, t, h, d)
+    dims = [int(x) for x in args.subset_dims.split(",") if x]
+    if args.part != "all":
+        part = _local_part(args.package, shape) if args.part == "local" else _outside_part(args.package, dims)
+        print(json.dumps(part))
+        return 0
     out: dict[str, Any] = {
         "gpu": torch.cuda.get_device_name(0),
         "torch": torch.__version__,
@@ -174,7 +206,6 @@ def main(argv: list[str] | None = None) -> int:
         "rel_error_bound": REL_ERROR_BOUND,
     }
     if args.package != "xformers":
-        dims = [int(x) for x in args.subset_dims.split(",") if x]
         out.update(check_flash_attn(args.package, shape, dims))
     else:
         out.update(check_xformers(shape))

@@ -41,8 +41,11 @@ def judge(package: str, raw: dict[str, Any], subset_dims: list[int], subset_text
     problems = []
     if raw["max_rel_error"] > raw["rel_error_bound"]:
         problems.append(f"relative error {raw['max_rel_error']:.2e} exceeds {raw['rel_error_bound']:.0e}")
-    if raw.get("local_rel_error", 0.0) > raw["rel_error_bound"]:
-        problems.append(f"sliding-window relative error {raw['local_rel_error']:.2e} exceeds the bound")
+    local = raw.get("local_rel_error", 0.0)
+    if raw.get("local_rel_error_crashed"):
+        problems.append(f"sliding-window attention {local}")
+    elif local > raw["rel_error_bound"]:
+        problems.append(f"sliding-window relative error {local:.2e} exceeds the bound")
     outside = str(raw.get("outside_subset", ""))
     if subset_dims and (outside in ("", "no error raised") or subset_text not in outside):
         problems.append(f"a head dim outside the subset did not raise the subset error: {raw.get('outside_subset')}")
