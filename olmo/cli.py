@@ -4,6 +4,9 @@
     olmo validate-shards data/tokens
     olmo train recipes/olmo2_60m.yaml --set data.paths=[data/tokens]
     olmo train --smoke
+    torchrun --nproc-per-node 8 -m olmo train recipes/olmo2_1b.yaml      # FSDP2 over 8 GPUs (parallel.dp)
+    olmo export-hf runs/olmo/checkpoints/step-001000 hf/my-olmo
+    olmo import-hf path/to/OLMo-2-0425-1B ckpt/olmo2-1b && olmo train ckpt/olmo2-1b/recipe.yaml --set ...
 
 Exit codes: 0 all clear, 1 problems found (corrupt shards, doctor errors, a failed run), 2 bad input or usage
 (one line on stderr, `olmo: ...`, never a traceback).
@@ -169,7 +172,11 @@ def validate_shards(
 
 
 def doctor_gate(plan_device: str, skip: bool) -> None:
-    """Refuse to train on a machine `olmo-doctor check --scope train` finds errors on (exit 1)."""
+    """Refuse to train on a machine `olmo-doctor check --scope train` finds errors on (exit 1). Under torchrun
+    only the first process of each node checks (the machine is the same for all of them); if it refuses,
+    torchrun stops the other processes."""
+    if int(os.environ.get("LOCAL_RANK", 0)) != 0:
+        return
     if skip:
         err.print("[bold red]WARNING: --skip-doctor: training without checking this machine. Failures from a broken "
                   "CUDA/driver/kernel stack will show up mid-run instead of here.[/]")
@@ -227,6 +234,9 @@ def train_cmd(
     = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved config and model size; do not "
                                           "train.")] = False,
+    init_from: Annotated[str | None, typer.Option("--init-from", help="Start from the weights of this checkpoint or "
+                                                  "run dir (e.g. made by `olmo import-hf`); fresh optimizer and "
+                                                  "step 0.")] = None,
 ) -> None:
     """Train a model from a recipe (checks the machine with olmo-doctor first), or run the smoke test."""
     if smoke:
@@ -245,6 +255,8 @@ def train_cmd(
     from olmo.recipe import load_recipe, to_yaml
 
     cfg = load_recipe(recipe, (set_ or []) + ([f"device={device}"] if device else []))
+    if init_from:
+        cfg.init_from = init_from
     validate(cfg, world_from_env().world_size)
     if not dry_run:
         from olmo.train import preflight
@@ -267,7 +279,8 @@ def train_cmd(
         err.print(f"olmo: {e}", markup=False)
         raise typer.Exit(1) from None
     ev = f", eval loss {res.eval_loss:.4f}" if res.eval_loss is not None else ""
-    out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}")
+    if world_from_env().is_main:
+        out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}")
 
 
 def main() -> None:

@@ -274,7 +274,9 @@ def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None
     console = console or Console(quiet=True)
     say = console.print
     try:
-        return _train(cfg, resume, say)
+        result = _train(cfg, resume, say)
+        parallel.barrier()  # no rank tears its connections down while another still talks (gloo aborts then)
+        return result
     finally:
         parallel.shutdown()
 
