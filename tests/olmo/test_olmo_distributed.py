@@ -54,11 +54,10 @@ def torchrun(cfg: TrainConfig, tmp: Path, *args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def reference(tiny_data: Path, tmp_path_factory: pytest.TempPathFactory) -> TrainResult:
+def reference(tiny_data: Path, tmp_path_factory: pytest.TempPathFactory, micro: Callable[..., TrainConfig]
+              ) -> TrainResult:
     """6 steps in one process, checkpoints at 3 and 6: the curve every distributed run must follow."""
-    from tests.olmo.conftest import micro_config
-
-    return train(_config(micro_config, tiny_data, tmp_path_factory.mktemp("ref") / "run"))
+    return train(_config(micro, tiny_data, tmp_path_factory.mktemp("ref") / "run"))
 
 
 def _close(got: dict[int, float], ref: TrainResult, steps: range) -> None:
