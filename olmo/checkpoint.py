@@ -259,23 +259,34 @@ def load_model_state(path: Path, dtype: torch.dtype | None = None) -> dict[str, 
     return {k: v.to(dtype) for k, v in sd.items()} if dtype else sd
 
 
-def save_weights(path: Path, weights: dict[str, torch.Tensor], train_state: dict[str, Any]) -> None:
-    """Write a weights-only checkpoint (no optimizer state) at `path`, atomically: `olmo import-hf` makes these,
-    `olmo train --init-from` and `olmo export-hf` read them like any other checkpoint."""
+def save_weights(path: Path, weights: dict[str, torch.Tensor], train_state: dict[str, Any],
+                 extra: dict[str, bytes] | None = None, overwrite: bool = False) -> None:
+    """Write a weights-only checkpoint (no optimizer state) at `path`, plus `extra` files, atomically (a temp dir
+    renamed into place): `olmo import-hf` makes these; `olmo train --init-from` and `olmo export-hf` read them."""
     import torch.distributed.checkpoint as dcp
 
-    tmp = path.with_name(path.name + "-tmp")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    with _single_process_ok():
-        dcp.save({MODEL: weights}, storage_writer=dcp.FileSystemWriter(tmp, sync_files=True), no_dist=True)
-    files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
-    state = dict(train_state, saved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=files)
-    atomic_write_bytes(tmp / TRAIN_STATE, json.dumps(state).encode())
-    fsync_dir(tmp)
-    os.rename(tmp, path)
-    fsync_dir(path.parent)
+    try:
+        with _single_process_ok():
+            dcp.save({MODEL: weights}, storage_writer=dcp.FileSystemWriter(tmp, sync_files=True), no_dist=True)
+        for name, data in (extra or {}).items():
+            atomic_write_bytes(tmp / name, data)
+        files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
+        state = dict(train_state, saved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=files)
+        atomic_write_bytes(tmp / TRAIN_STATE, json.dumps(state).encode())
+        fsync_dir(tmp)
+        if path.exists():
+            if not overwrite:
+                raise FileExistsError(path)
+            remove_tree(path)
+        os.rename(tmp, path)
+        fsync_dir(path.parent)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
 
 
 def resolve(path: Path) -> Path:

@@ -14,6 +14,7 @@ Exit codes: 0 all clear, 1 problems found (corrupt shards, doctor errors, a fail
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -281,6 +282,55 @@ def train_cmd(
     ev = f", eval loss {res.eval_loss:.4f}" if res.eval_loss is not None else ""
     if world_from_env().is_main:
         out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}")
+
+
+@app.command("export-hf")
+def export_hf_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint dir (runs/x/checkpoints/step-001000) or a run dir "
+                                               "(its latest checkpoint).")],
+    out_dir: Annotated[Path, typer.Argument(help="Where to write the Hugging Face model folder.")],
+    tokenizer: Annotated[Path | None, typer.Option(help="tokenizer.json to ship (default: the one the training "
+                                                   "data was tokenized with, from its manifest).")] = None,
+    dtype: Annotated[str, typer.Option(help="float32 (exact: the master weights) or bfloat16 (half the size).")]
+    = "float32",
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing OUT_DIR.")] = False,
+) -> None:
+    """Write a checkpoint as a Hugging Face model (Olmo2ForCausalLM, or Olmo3ForCausalLM with sliding windows)."""
+    import torch
+
+    from olmo import hf
+    from olmo.checkpoint import resolve
+
+    dtypes = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+    if dtype not in dtypes:
+        raise UsageError(f"--dtype {dtype} is not one of: float32, bfloat16")
+    try:
+        path = resolve(checkpoint)
+    except FileNotFoundError:
+        raise UsageError(f"{checkpoint} is not a checkpoint or a run dir with checkpoints") from None
+    hf.export_hf(path, out_dir, tokenizer, dtypes[dtype], overwrite)
+    conf = json.loads((out_dir / "config.json").read_text())
+    out.print(f"wrote {conf['architectures'][0]} from {path} to {out_dir} ({dtype}); load it with "
+              f"transformers.AutoModelForCausalLM.from_pretrained('{out_dir}')", markup=False)
+
+
+@app.command("import-hf")
+def import_hf_cmd(
+    hf_dir: Annotated[Path, typer.Argument(help="A Hugging Face OLMo 2/3 model folder (config.json + safetensors), "
+                                           "e.g. from `hf download allenai/OLMo-2-0425-1B --local-dir DIR`.")],
+    out_checkpoint: Annotated[Path, typer.Argument(help="Where to write the checkpoint (with recipe.yaml and "
+                                                   "tokenizer.json).")],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing OUT_CHECKPOINT.")] = False,
+) -> None:
+    """Turn a Hugging Face OLMo 2/3 model into a checkpoint to fine-tune (`olmo train OUT/recipe.yaml`)."""
+    from olmo import hf
+
+    if not hf_dir.is_dir():
+        raise UsageError(f"{hf_dir} is not a directory; give a Hugging Face model folder")
+    path, model = hf.import_hf(hf_dir, out_checkpoint, overwrite)
+    out.print(f"wrote {path}: {model.num_params() / 1e6:,.1f}M parameters, {model.n_layers} layers; fine-tune with\n"
+              f"  olmo prepare-data -i docs.jsonl -o data/ft -t {path / 'tokenizer.json'}\n"
+              f"  olmo train {path / 'recipe.yaml'} --set data.paths=[data/ft]", markup=False)
 
 
 def main() -> None:
