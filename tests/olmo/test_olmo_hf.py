@@ -17,7 +17,7 @@ import transformers  # in the dev extras: CI has it, so a missing one fails loud
 
 from olmo import checkpoint
 from olmo.config import DataConfig, ModelConfig, TrainConfig
-from olmo.hf import export_hf, import_hf
+from olmo.hf import export_hf
 from olmo.model import Transformer
 from olmo.recipe import config_to_dict, load_recipe
 from olmo.train import train
