@@ -91,13 +91,18 @@ def autocast_dtype(cfg: TrainConfig, device: torch.device, world: World | None =
 
 
 # ------------------------------------------------------------------------------------------ the process group
+_OWN_GROUP = False  # True when init_distributed created the process group (then shutdown destroys it)
+
+
 def init_distributed(world: World, device: torch.device) -> Any:
     """Join torchrun's process group and return a 1-D device mesh named "dp", or None for a single process."""
     if world.world_size == 1:
         return None
     from torch.distributed.device_mesh import init_device_mesh
 
+    global _OWN_GROUP
     if not dist.is_initialized():
+        _OWN_GROUP = True
         if device.type == "cuda":
             torch.cuda.set_device(device)
             # NCCL moves the tensors; gloo carries CPU objects (checkpoint planning, RNG states, barriers).
@@ -109,8 +114,11 @@ def init_distributed(world: World, device: torch.device) -> Any:
 
 
 def shutdown() -> None:
-    if dist.is_initialized():
+    """Destroy the process group init_distributed made (one a caller made before is left alone)."""
+    global _OWN_GROUP
+    if _OWN_GROUP and dist.is_initialized():
         dist.destroy_process_group()
+    _OWN_GROUP = False
 
 
 def barrier() -> None:

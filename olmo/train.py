@@ -201,7 +201,7 @@ def check_shared_run_dir(run_dir: Path, world: World) -> None:
 
 def _check_resumed_config(saved: dict[str, Any], cfg: TrainConfig, say: Any) -> None:
     now = config_to_dict(cfg)
-    changed = [f"{sec}.{k}" for sec in ("model", "data", "optim") for k in now[sec]
+    changed = [f"{sec}.{k}" for sec in ("model", "data", "optim", "parallel") for k in now[sec]
                if saved.get(sec, {}).get(k) != now[sec][k]]
     changed += [k for k in now if not isinstance(now[k], dict) and saved.get(k) != now[k]]
     model_changes = [c for c in changed if c.startswith("model.") and c != "model.attn_backend"]
