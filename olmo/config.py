@@ -56,6 +56,11 @@ class ModelConfig:
     init_std: float = 0.02  # truncated normal (cut at 3 std) for every linear and the embedding
     z_loss_multiplier: float = 1e-5  # softmax auxiliary loss; 0 turns it off
     attn_backend: str = "sdpa"  # a name in olmo.attention.BACKENDS: sdpa, flash_attn, eager
+    fuse_projections: bool = False  # q/k/v and gate/up as one matmul each (same parameters, same math)
+    # Under bf16 autocast, carry the residual stream in bf16 (as FSDP2 with bf16 params does, the way OLMo-core
+    # trains) rather than in fp32 (plain autocast keeps the fp32 embedding output): half the memory traffic of
+    # every norm and residual add. "fp32" keeps single-GPU autocast's behaviour. RMSNorm computes in fp32 either way.
+    residual_dtype: str = "autocast"
 
     @property
     def n_kv(self) -> int:
@@ -268,6 +273,8 @@ def validate(cfg: TrainConfig, world_size: int = 1) -> None:
         raise ConfigError(f"model.n_heads ({m.n_heads}) is not a multiple of model.n_kv_heads ({m.n_kv})")
     if m.hd % 2:
         raise ConfigError(f"the head dimension ({m.hd}) must be even for rotary embeddings")
+    if m.residual_dtype not in ("autocast", "fp32"):
+        raise ConfigError(f"model.residual_dtype must be 'autocast' or 'fp32' (got {m.residual_dtype!r})")
     for w in m.sliding_window or []:
         if w != -1 and w <= 0:
             raise ConfigError(f"model.sliding_window entries must be positive or -1 for full attention (got {w})")

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from olmo.attention import BACKENDS
 from olmo.config import ModelConfig
+from olmo.loss import fused_linear_cross_entropy
 
 
 class RMSNorm(nn.Module):
@@ -75,10 +76,15 @@ class Attention(nn.Module):
         self.w_out = nn.Linear(cfg.n_heads * hd, d, bias=False)
         self.q_norm = RMSNorm(cfg.n_heads * hd, cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(self.n_kv * hd, cfg.norm_eps) if cfg.qk_norm else None
+        self.fused_qkv = cfg.fuse_projections
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
-        q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)
+        if self.fused_qkv:  # one (d, 3d) matmul instead of three; the parameters keep OLMo-core's names
+            w = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])
+            q, k, v = F.linear(x, w).split([self.w_q.out_features, self.w_k.out_features, self.w_v.out_features], -1)
+        else:
+            q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)
         if self.q_norm is not None and self.k_norm is not None:  # over the whole projection, before the head split
             q, k = self.q_norm(q), self.k_norm(k)
         q = apply_rope(q.view(b, t, self.n_heads, self.head_dim), cos, sin)
@@ -91,13 +97,17 @@ class Attention(nn.Module):
 class FeedForward(nn.Module):
     """SwiGLU: w2(silu(w1 x) * w3 x)."""
 
-    def __init__(self, d_model: int, hidden: int):
+    def __init__(self, d_model: int, hidden: int, fused: bool = False):
         super().__init__()
         self.w1 = nn.Linear(d_model, hidden, bias=False)
         self.w2 = nn.Linear(hidden, d_model, bias=False)
         self.w3 = nn.Linear(d_model, hidden, bias=False)
+        self.fused = fused
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused:  # gate and up projections as one matmul
+            gate, up = F.linear(x, torch.cat([self.w1.weight, self.w3.weight])).chunk(2, dim=-1)
+            return self.w2(F.silu(gate) * up)
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
@@ -108,7 +118,7 @@ class Block(nn.Module):
         super().__init__()
         self.attention = Attention(cfg, layer)
         self.attention_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.feed_forward = FeedForward(cfg.d_model, cfg.mlp_hidden)
+        self.feed_forward = FeedForward(cfg.d_model, cfg.mlp_hidden, cfg.fuse_projections)
         self.feed_forward_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -117,13 +127,22 @@ class Block(nn.Module):
 
 
 class LMHead(nn.Module):
+    """Final norm and output projection. Given labels it returns the loss instead of the logits, by default
+    without materialising them (olmo.loss); `fused_loss = False` takes the plain logits route."""
+
     def __init__(self, d_model: int, vocab_size: int, eps: float):
         super().__init__()
         self.norm = RMSNorm(d_model, eps)
         self.w_out = nn.Linear(d_model, vocab_size, bias=False)
+        self.fused_loss = True
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w_out(self.norm(x))
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None, z_loss_multiplier: float = 0.0
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        if labels is None:
+            return self.w_out(self.norm(x))
+        if self.fused_loss:
+            return fused_linear_cross_entropy(self.norm(x), self.w_out.weight, labels, z_loss_multiplier)
+        return lm_loss(self.w_out(self.norm(x)), labels, z_loss_multiplier)
 
 
 class Transformer(nn.Module):
@@ -143,14 +162,21 @@ class Transformer(nn.Module):
         cos, sin = self._rope
         return cos[:t], sin[:t]
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Logits (B, T, vocab) for token ids (B, T)."""
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Logits (B, T, vocab) for token ids (B, T); with `labels` (B, T, -100 = no loss) the loss
+        (total, cross entropy, z-loss) instead, computed chunk by chunk without the full logits."""
         cos, sin = self.rope(input_ids.shape[1], input_ids.device)
         h = self.embeddings(input_ids)
+        device_type = input_ids.device.type
+        if self.cfg.residual_dtype == "autocast" and torch.is_autocast_enabled(device_type):
+            h = h.to(torch.get_autocast_dtype(device_type))
         for block in self.blocks.values():
             h = block(h, cos, sin)
-        logits: torch.Tensor = self.lm_head(h)
-        return logits
+        if labels is None:
+            logits: torch.Tensor = self.lm_head(h)
+            return logits
+        return self.lm_head(h, labels, self.cfg.z_loss_multiplier)
 
     @torch.no_grad()
     def init_weights(self, seed: int) -> None:

@@ -24,6 +24,29 @@ def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, device: torch.devi
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.betas[0], cfg.betas[1]), eps=cfg.eps, fused=fused)
 
 
+def clip_and_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_norm: float) -> torch.Tensor:
+    """Clip the gradients to `max_norm` (total 2-norm) and take the optimizer step; returns the norm before
+    clipping. With the fused AdamW kernel the clip costs no extra pass over the gradients: the kernel's
+    `grad_scale` input (meant for AMP's GradScaler: it divides every gradient while updating) is set to
+    max(1, norm / max_norm), which is exactly the clip. Otherwise clip_grad_norm_ scales the gradients first."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    fused = all(g.get("fused") for g in optimizer.param_groups)
+    plain = all(type(p.grad) is torch.Tensor for p in params)  # DTensor gradients (FSDP2) take the generic path
+    if not (fused and plain and math.isfinite(max_norm)):
+        from olmo.parallel import clip_grad_norm_  # DTensor-aware: FSDP2's per-shard norms summed over ranks
+
+        norm = clip_grad_norm_(params, max_norm)
+        optimizer.step()
+        return norm
+    norm = torch.nn.utils.get_total_norm([p.grad for p in params])  # type: ignore[misc]
+    optimizer.grad_scale = torch.clamp(norm / max_norm, min=1.0).to(torch.float32)  # type: ignore[attr-defined]
+    try:
+        optimizer.step()
+    finally:
+        optimizer.grad_scale = None  # type: ignore[attr-defined]
+    return norm
+
+
 def lr_at(step: int, total: int, cfg: OptimConfig) -> float:
     """LR for optimizer step `step` (0-based): linear warmup from ~0 to `lr`, then cosine or linear decay to
     `lr * final_lr_ratio` at `total`, or constant."""

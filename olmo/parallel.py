@@ -3,7 +3,7 @@
     build_parallel_model(cfg, world, device, mesh):
         Transformer on the meta device (no memory)
         -> apply_ac        activation checkpointing: wrap the chosen blocks
-        -> apply_compile   torch.compile each block (a slot for the speed work; a no-op unless cfg.compile)
+        -> apply_compile   torch.compile each block, when cfg.compile (the slot the speed work fills)
         -> apply_fsdp      FSDP2: fully_shard each block, then the root | apply_ddp: replicate the whole model
         -> allocate on the device and initialise (each FSDP2 shard gets its slice of the full init)
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,12 +154,10 @@ def apply_ac(model: Transformer, cfg: TrainConfig) -> None:
             model.blocks[name] = checkpoint_wrapper(block, preserve_rng_state=False)
 
 
-def apply_compile(model: Transformer, cfg: TrainConfig) -> None:
-    """torch.compile each block in place when cfg.compile (the single-GPU speed work owns what happens here).
-    Module.compile keeps parameter names, unlike wrapping in torch.compile(), which adds `_orig_mod.`; blocks
-    share one shape, so one compilation serves all layers."""
-    if not cfg.compile:
-        return
+def apply_compile(model: Transformer) -> None:
+    """torch.compile each block in place (the single-GPU speed work owns what happens here). Module.compile keeps
+    parameter names, unlike wrapping in torch.compile(), which adds `_orig_mod.`; blocks share one shape, so one
+    compilation serves all layers."""
     for block in model.blocks.values():
         block.compile()
 
@@ -189,7 +188,8 @@ def build_parallel_model(cfg: TrainConfig, world: World, device: torch.device, m
     if not uses_fsdp(cfg, world):
         model = build_model(cfg.model, device, cfg.seed)  # full weights on every rank (DDP broadcasts rank 0's)
         apply_ac(model, cfg)
-        apply_compile(model, cfg)
+        if cfg.compile:
+            apply_compile(model)
         if world.world_size > 1:
             apply_ddp(model, mesh)
         return model
@@ -198,7 +198,8 @@ def build_parallel_model(cfg: TrainConfig, world: World, device: torch.device, m
     with torch.device("meta"):
         model = Transformer(cfg.model)
     apply_ac(model, cfg)
-    apply_compile(model, cfg)
+    if cfg.compile:
+        apply_compile(model)
     apply_fsdp(model, mesh, compute_dtype(cfg, device), cfg.parallel.reshard_after_forward)
     model.to_empty(device=device)
     model.init_weights(cfg.seed)
@@ -214,12 +215,12 @@ def grad_sync(model: torch.nn.Module, on: bool) -> None:
         setter(on)
 
 
-def clip_grad_norm_(model: torch.nn.Module, max_norm: float) -> torch.Tensor:
+def clip_grad_norm_(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Clip to a global grad norm and return the norm before clipping. Under FSDP2 the grads are shards (DTensors)
-    and the per-shard norms are partial sums, so the total is reduced over the ranks before clipping."""
+    and the per-shard norms are partial sums, so the total is reduced over the ranks before clipping (as
+    torchtitan's clip_grad_norm_ does); max_norm may be inf (no clipping, the norm is still reported)."""
     from torch.distributed.tensor import DTensor
 
-    params = [p for p in model.parameters() if p.grad is not None]
     grads = [p.grad for p in params if p.grad is not None]
     total = torch.nn.utils.get_total_norm(grads, foreach=None)
     if isinstance(total, DTensor):

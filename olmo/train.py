@@ -37,8 +37,8 @@ from olmo.config import ConfigError, TrainConfig, check_vocab, validate
 from olmo.data import DataLoader, TokenWindows, eval_batches, open_source, split_indices
 from olmo.fsutil import atomic_write_bytes
 from olmo.metrics import MetricsLog, mfu, peak_flops
-from olmo.model import Transformer, lm_loss
-from olmo.optim import build_optimizer, lr_at
+from olmo.model import Transformer
+from olmo.optim import build_optimizer, clip_and_step, lr_at
 from olmo.parallel import World, autocast_dtype, resolve_device, world_from_env
 from olmo.recipe import config_to_dict, to_yaml
 
@@ -204,7 +204,8 @@ def _check_resumed_config(saved: dict[str, Any], cfg: TrainConfig, say: Any) -> 
     changed = [f"{sec}.{k}" for sec in ("model", "data", "optim", "parallel") for k in now[sec]
                if saved.get(sec, {}).get(k) != now[sec][k]]
     changed += [k for k in now if not isinstance(now[k], dict) and saved.get(k) != now[k]]
-    model_changes = [c for c in changed if c.startswith("model.") and c != "model.attn_backend"]
+    runtime_only = ("model.attn_backend", "model.fuse_projections", "model.residual_dtype")  # how, not what
+    model_changes = [c for c in changed if c.startswith("model.") and c not in runtime_only]
     if model_changes:
         raise ConfigError(f"the checkpoint's model differs from the recipe ({', '.join(model_changes)}); "
                           "resume with the original model settings or start a new run_dir")
@@ -234,13 +235,11 @@ def train_step(s: Setup, micro_batches: list[torch.Tensor], lr: float) -> tuple[
         tokens = mb.to(s.device, non_blocking=True)
         labels = torch.cat([tokens[:, 1:], torch.full_like(tokens[:, :1], -100)], dim=1)
         with torch.autocast(s.device.type, dtype=s.amp) if s.amp else contextlib.nullcontext():
-            logits = s.model(tokens)
-        loss, ce, _ = lm_loss(logits, labels, s.cfg.model.z_loss_multiplier)
+            loss, ce, _ = s.model(tokens, labels=labels)
         (loss / n).backward()
         ce_sum += ce.detach()
     clip = s.cfg.optim.grad_clip or math.inf
-    grad_norm = parallel.clip_grad_norm_(s.model, clip)
-    s.optimizer.step()
+    grad_norm = clip_and_step(s.model, s.optimizer, clip)
     s.optimizer.zero_grad(set_to_none=True)
     # every rank saw the same number of tokens, so the global mean loss is the mean of the ranks' means
     return parallel.all_reduce_sum(ce_sum / n) / s.world.world_size, grad_norm
@@ -259,8 +258,8 @@ def evaluate(s: Setup) -> float | None:
         tokens = mb.to(s.device)
         labels = torch.cat([tokens[:, 1:], torch.full_like(tokens[:, :1], -100)], dim=1)
         with torch.autocast(s.device.type, dtype=s.amp) if s.amp else contextlib.nullcontext():
-            logits = s.model(tokens)
-        sums[0] += lm_loss(logits, labels, 0.0)[1].double() * len(tokens)  # sequences all have seq_len-1 labels
+            ce = s.model(tokens, labels=labels)[1]
+        sums[0] += ce.double() * len(tokens)  # every sequence has seq_len-1 labels: this is the token mean
         sums[1] += len(tokens)
     s.model.train()
     sums = parallel.all_reduce_sum(sums)

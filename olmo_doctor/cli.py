@@ -11,6 +11,7 @@ import typer
 
 from olmo_doctor.commands import COMMAND_MODULES
 from olmo_doctor.errors import UsageError
+from olmo_doctor.rules.model import RuleError
 
 app = typer.Typer(
     name="olmo-doctor",
@@ -31,6 +32,9 @@ def main() -> None:
         app()
     except UsageError as e:
         print(f"olmo-doctor: {e}", file=sys.stderr)
+        sys.exit(2)
+    except RuleError as e:  # a hand-edited rules file: name it, never a traceback
+        print(f"olmo-doctor: broken rule file {e}; fix it or restore it with git", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("olmo-doctor: interrupted", file=sys.stderr)

@@ -80,6 +80,7 @@ FACT_KEYS: dict[str, str] = {
     "packaging.version": "installed packaging version",
     "ninja.version": "version of the ninja binary that builds will use",
     "ninja.path": "path of that ninja binary",
+    "ccache.path": "path of ccache when installed (build-kernels routes nvcc through it via PYTORCH_NVCC)",
     "python.invalid_versions": "installed distributions whose versions are not PEP 440 (pip >= 24.1 rejects them)",
     "olmo.module_origin": "which distribution provides the importable `olmo` module",
     # torch
@@ -110,6 +111,7 @@ FACT_KEYS: dict[str, str] = {
     "env.NCCL_SOCKET_NTHREADS": "as set in the environment",
     "env.NCCL_NSOCKS_PERTHREAD": "as set in the environment",
     "env.NCCL_IB_DISABLE": "as set in the environment",
+    "env.NCCL_SOCKET_IFNAME": "as set in the environment (the interfaces NCCL may use)",
     "env.LD_LIBRARY_PATH": "as set in the environment",
     # what the user plans to do (set by options, not probed)
     "plan.device": "device the planned training run uses: 'cuda', 'cpu', or null when unknown",

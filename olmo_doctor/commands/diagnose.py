@@ -1,7 +1,8 @@
 """`olmo-doctor diagnose [FILE|-] [--report FILE | --here] [--json]`: the root cause of a failure log.
 
-Exit codes: 1 when a cause is found, 0 when none is recognised, 2 when the input cannot be read (missing,
-empty or binary file) or the options are wrong.
+Exit codes: 1 when a cause is found (a cause line in the log, or a problem the machine facts show), 0 when none
+is (symptom lines alone do not name a cause), 2 when the input cannot be read (missing, empty or binary file)
+or the options are wrong.
 """
 
 from __future__ import annotations
@@ -62,4 +63,4 @@ def register(app: typer.Typer) -> None:
             from olmo_doctor.diagnose.output import print_text
 
             print_text(diag, name)
-        raise typer.Exit(1 if diag.findings else 0)
+        raise typer.Exit(1 if diag.found else 0)

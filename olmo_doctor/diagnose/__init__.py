@@ -5,8 +5,9 @@
     findings = diagnose_file("build.log", facts)  # facts (e.g. from a report) sharpen the ranking
 
 The signatures live in the rules (`known_issues/*.toml`, `[[signature]]`), so one rule both checks a machine and
-recognises its failure in a log. `reader` turns any input into text chunks, `scan` finds the lines signatures
-match (fast, with a literal prefilter), `rank` orders the evidence so the root cause comes first.
+recognises its failure in a log. `reader` turns any input into UTF-8 chunks that end on line boundaries, `scan`
+finds the lines signatures match (fast: `literals` and `grams` build a prefilter), `rank` orders the evidence by
+cause so the root cause comes first, `present` words the findings and `output` prints them.
 """
 
 from __future__ import annotations
@@ -36,10 +37,17 @@ class Diagnosis:
     findings: list[Finding]
     evidence: list[Evidence]
     lines: int = 0
-    chars: int = 0
+    size: int = 0  # bytes of UTF-8
     elapsed_s: float = 0.0
     facts: Facts = field(default_factory=dict)
-    tail: str = ""  # the log text (or its last chunk when huge), for the "nothing recognised" advice
+    tail: bytes = b""  # the log (or its last chunk when huge), for the "nothing recognised" advice
+    tail_line: int = 1  # the line number `tail` starts at
+
+    @property
+    def found(self) -> bool:
+        """Was a cause found? A cause line in the log, or a cause the facts confirm; lines that only echo many
+        causes (symptoms) are not enough."""
+        return any(ev.tier != 2 for ev in self.evidence)
 
     @property
     def from_log(self) -> list[Finding]:
@@ -61,24 +69,30 @@ def _index(rules: tuple[Rule, ...]) -> Index:
 
 
 def diagnose(
-    chunks: Iterable[str], facts: Mapping[str, FactValue] | None = None, rules: tuple[Rule, ...] | None = None
+    chunks: Iterable[bytes | str], facts: Mapping[str, FactValue] | None = None, rules: tuple[Rule, ...] | None = None
 ) -> Diagnosis:
-    """Scan text chunks (each ending at a line boundary) and rank what they show."""
+    """Scan log chunks (UTF-8 bytes or text, each ending at a line boundary) and rank what they show."""
     start = time.perf_counter()
     rules = rules if rules is not None else load_rules()
     scanner = Scanner(_index(rules))
     hits: list[Hit] = []
-    kept: list[str] = []
-    size = 0
-    for chunk in chunks:
+    kept: list[bytes] = []
+    kept_line, size = 1, 0
+    for piece in chunks:
+        chunk = piece.encode() if isinstance(piece, str) else piece
+        first_line = scanner.line
         hits += scanner.feed(chunk)
         size += len(chunk)
-        kept = [*kept, chunk] if size <= KEEP_TEXT else [chunk]
+        if size <= KEEP_TEXT:
+            kept.append(chunk)
+        else:
+            kept, kept_line = [chunk], first_line
     lines = scanner.line - 1
     evidence = rank(hits, rules, facts or {})
     confs = confidence(evidence)
     findings = [to_diagnosis(ev, facts or {}, c) for ev, c in zip(evidence, confs, strict=True)]
-    return Diagnosis(findings, evidence, lines, size, time.perf_counter() - start, dict(facts or {}), "".join(kept))
+    return Diagnosis(findings, evidence, lines, size, time.perf_counter() - start, dict(facts or {}),
+                     b"".join(kept), kept_line)
 
 
 def diagnose_text(text: str, facts: Mapping[str, FactValue] | None = None) -> list[Finding]:

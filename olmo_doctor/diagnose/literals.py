@@ -13,6 +13,7 @@ case-insensitive test (it can only let more lines through).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -31,9 +32,35 @@ _REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", _c.MA
 _ATOMIC = getattr(_c, "ATOMIC_GROUP", None)
 
 
-def _strength(alt: Alt) -> tuple[int, int]:
-    """How selective a disjunction is: its weakest member's length first, then fewer members."""
-    return min(len(s.strip()) for s in alt), -len(alt)
+# Rough share (%) of each character in build and training logs (English letter frequencies, spaces, paths and
+# numbers); only the ordering matters. Rarer characters make a required string more selective.
+_FREQ = {
+    " ": 14.0, "e": 9.0, "t": 7.0, "a": 6.0, "o": 6.0, "i": 6.0, "n": 6.0, "s": 5.5, "r": 5.5, "h": 3.5,
+    "l": 3.5, "d": 3.0, "c": 3.0, "u": 2.5, "m": 2.0, "p": 2.0, "f": 1.8, "/": 1.8, "g": 1.5, "_": 1.5, ".": 1.5,
+    "b": 1.3, "w": 1.2, "y": 1.2, "-": 1.2, "0": 1.2, "1": 1.0, "2": 0.8, "v": 0.8, "k": 0.6, "3": 0.6, ":": 0.6,
+    "x": 0.5, "'": 0.4, "=": 0.4, "(": 0.3, ")": 0.3, ",": 0.3, "j": 0.15, "q": 0.1, "z": 0.1,
+}
+_RARE = 0.2  # any character not listed
+
+
+def information(text: str) -> float:
+    """Bits of surprise in a string under _FREQ: how unlikely a random log position is to match it."""
+    return sum(_bits(ch) for ch in text)
+
+
+def _bits(ch: str) -> float:
+    return -math.log2(_FREQ.get(ch, 1.0 if ch.isdigit() else _RARE) / 100)
+
+
+def _selectivity(text: str) -> float:
+    """The scan anchors on a string's rarest character; its length (information) breaks near-ties."""
+    rarest = max((_bits(c) for c in text if not c.isspace()), default=0.0)
+    return rarest + 0.1 * information(text.strip())
+
+
+def _strength(alt: Alt) -> tuple[float, int]:
+    """How selective a disjunction is for the prefilter: its weakest member's selectivity, then fewer members."""
+    return min(_selectivity(s) for s in alt), -len(alt)
 
 
 def _single_char(av: list[tuple[Any, Any]]) -> str | None:
@@ -44,8 +71,8 @@ def _single_char(av: list[tuple[Any, Any]]) -> str | None:
     return None
 
 
-def _seq(items: Any) -> Alt | None:
-    """The best requirement of a sequence of regex nodes."""
+def _collect(items: Any) -> list[Alt]:
+    """Every requirement a sequence of regex nodes imposes (each alone is a valid prefilter)."""
     found: list[Alt] = []
     run: list[str] = []
 
@@ -86,8 +113,25 @@ def _seq(items: Any) -> Alt | None:
         else:  # any character, a class, a back-reference: the run ends here
             flush()
     flush()
-    useful = [a for a in found if a and min(len(s.strip()) for s in a) > 0]
-    return max(useful, key=_strength) if useful else None
+    return [a for a in found if a and min(len(s.strip()) for s in a) > 0]
+
+
+def _seq(items: Any) -> Alt | None:
+    """The best requirement of a sequence of regex nodes (strings of 3+ characters preferred)."""
+    found = _collect(items)
+    long_enough = [a for a in found if weakest(a) >= 3] or found
+    return max(long_enough, key=_strength) if long_enough else None
+
+
+def candidates(pattern: str | re.Pattern[str]) -> list[Alt]:
+    """All top-level requirements of 3+ characters, most selective first (by the static estimate); the scan
+    picks among them with the character frequencies of the log at hand."""
+    source = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
+    try:
+        parsed = _parser.parse(source)
+    except re.error:
+        return []
+    return sorted((a for a in _collect(parsed.data) if weakest(a) >= 3), key=_strength, reverse=True)
 
 
 def required(pattern: str | re.Pattern[str]) -> Alt | None:

@@ -22,9 +22,10 @@ from olmo_doctor.findings import Finding
 from olmo_doctor.render import MARK, finding_block
 
 SHOWN_LINES = 5
-ERROR_WORDS = ("error", "fatal", "traceback", "exception", "failed", "killed", "segmentation fault", "abort")
-_ERROR_LINE = re.compile(r"\b(?:error|fatal|traceback|exception|failed|killed|segmentation fault|abort(?:ed)?)\b",
-                         re.I)
+# Words that mark an error line; found with str.find (fast on any size), then confirmed with _ERROR_LINE.
+ERROR_WORDS = ("error", "exception", "fatal", "failed", "failure", "killed", "aborted", "segmentation fault")
+_ERROR_LINE = re.compile(r"(?i:\b(?:error|fatal|failed|failure|killed|aborted|segmentation fault|core dumped)\b)"
+                         r"|[A-Za-z]\w*(?:Error|Exception)\b")
 
 
 def to_json(diag: Diagnosis) -> dict[str, Any]:
@@ -36,38 +37,41 @@ def to_json(diag: Diagnosis) -> dict[str, Any]:
     }
 
 
-def error_lines(text: str, first: int = 3, last: int = 2) -> list[tuple[int, str]]:
-    """The first and last lines that look like errors, as (line number, text)."""
+def error_lines(text: str, first: int = 3, last: int = 2, line0: int = 1) -> list[tuple[int, str]]:
+    """The first and the last few lines that look like errors, as (line number, text); `text` starts at line
+    `line0` of the log."""
     low = text.lower()
     starts: set[int] = set()
     for word in ERROR_WORDS:
         pos = 0
-        for _ in range(first):
+        for _ in range(first):  # the first occurrences
             p = low.find(word, pos)
             if p < 0:
                 break
             starts.add(low.rfind("\n", 0, p) + 1)
             pos = p + 1
-        p = low.rfind(word)
-        for _ in range(last):
+        end = len(low)
+        for _ in range(last):  # and the last ones
+            p = low.rfind(word, 0, end)
             if p < 0:
                 break
             starts.add(low.rfind("\n", 0, p) + 1)
-            p = low.rfind(word, 0, low.rfind("\n", 0, p) + 1)
+            end = p
     found = []
     for start in sorted(starts):
-        end = low.find("\n", start)
-        line = text[start : end if end >= 0 else len(text)].strip()
+        stop = text.find("\n", start)
+        line = text[start : stop if stop >= 0 else len(text)].strip()
         if _ERROR_LINE.search(line):
-            found.append((text.count("\n", 0, start) + 1, line[:300]))
-    return found[:first] + [f for f in found[first:]][-last:] if len(found) > first + last else found
+            found.append((line0 + text.count("\n", 0, start), line[:300]))
+    return found if len(found) <= first + last else found[:first] + found[-last:]
 
 
-def _quote(console: Console, name: str, finding: Finding, ev: Evidence) -> None:
+def _quote(console: Console, finding: Finding, ev: Evidence) -> None:
     symptoms = {h.line for h in ev.hits if h.ref.role == "symptom"}
     for m in finding.matched_lines[:SHOWN_LINES]:
         tag = " [dim](symptom)[/]" if m.line in symptoms else ""
-        console.print(f"    [dim]{escape(name)}:{m.line}[/] [bold]│[/] {escape(m.text)}{tag}", overflow="fold")
+        # soft wrap: a quoted log line stays whole (copyable); the terminal wraps it
+        console.print(f"  [dim]{m.line:>7}[/] [bold]│[/] {escape(m.text)}{tag}", soft_wrap=True)
     more = len({h.line for h in ev.hits}) - min(len(finding.matched_lines), SHOWN_LINES)
     if more > 0:
         console.print(f"    [dim]… and {more} more matching line(s)[/]")
@@ -86,17 +90,27 @@ def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> No
     console.print(f"[bold]olmo-doctor diagnose[/] · {escape(name)} · {diag.lines:,} lines{facts} · "
                   f"{diag.elapsed_s:.2f} s\n")
     pairs = list(zip(diag.findings, diag.evidence, strict=True))
-    logged = [(f, ev) for f, ev in pairs if ev.hits]
+    named = [(f, ev) for f, ev in pairs if ev.hits and ev.tier < 2]  # a cause line, or symptoms the facts back
+    echoes = [(f, ev) for f, ev in pairs if ev.tier == 2]  # only lines that follow many causes
     facts_only = [(f, ev) for f, ev in pairs if not ev.hits]
-    for i, (finding, ev) in enumerate(logged):
+    for i, (finding, ev) in enumerate(named):
         if i == 1:
             console.print("[bold]Other possible causes[/] (less likely):\n")
         label = "Root cause: " if i == 0 and ev.tier == 0 else "Likely cause: " if i == 0 else f"{i + 1}. "
         head = (f"{MARK[finding.severity]} [bold]{label}{finding.code}[/] {escape(finding.title)} "
                 f"[dim](confidence {finding.confidence:.2f})[/]")
         console.print(head, overflow="fold")
-        _quote(console, name, finding, ev)
+        _quote(console, finding, ev)
         _block(console, finding, "")
+        console.print()
+    if not named:
+        _nothing(console, diag, name)
+    if echoes:
+        console.print("[bold]Lines that often follow these causes[/] (not enough to name one):")
+        for finding, ev in echoes:
+            console.print(f" • {finding.code} {escape(finding.title)} [dim](olmo-doctor explain {finding.code})[/]",
+                          overflow="fold")
+            _quote(console, finding, ev)
         console.print()
     if facts_only:
         console.print("[bold]Also on this machine[/] (from its facts; the log does not show it):")
@@ -104,20 +118,18 @@ def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> No
             console.print(f" {MARK[finding.severity]} {finding.code} {escape(finding.title)} "
                           f"[dim](olmo-doctor explain {finding.code})[/]", overflow="fold")
         console.print()
-    if logged:
-        codes = " / ".join(f.code for f, _ in logged[:2])
+    if named:
+        codes = " / ".join(f.code for f, _ in named[:2])
         console.print(f"[dim]Details and sources: olmo-doctor explain {codes}[/]")
-        return
-    _nothing(console, diag, name)
 
 
 def _nothing(console: Console, diag: Diagnosis, name: str) -> None:
     console.print(f"[yellow bold]? No known root cause recognised in {escape(name)}.[/]")
-    errors = error_lines(diag.tail)
+    errors = error_lines(diag.tail.decode("utf-8", "replace"), line0=diag.tail_line)
     if errors:
         console.print("  It does contain error lines; the first one is usually the root cause:")
         for number, line in errors:
-            console.print(f"    [dim]line {number}[/] [bold]│[/] {escape(line)}", overflow="fold")
+            console.print(f"  [dim]{number:>7}[/] [bold]│[/] {escape(line)}", soft_wrap=True)
     else:
         console.print("  It shows no error line at all: it may have been cut before the failure.")
     console.print("\n  What to collect next:")
@@ -132,3 +144,4 @@ def _nothing(console: Console, diag: Diagnosis, name: str) -> None:
     ]
     for tip in tips:
         console.print(f"    • {tip}", overflow="fold")
+    console.print()

@@ -105,8 +105,19 @@ class _Prepend(io.RawIOBase):
         return len(data)
 
 
-def iter_chunks(source: str | Path | BinaryIO, name: str | None = None) -> Iterator[str]:
-    """Decoded text in chunks that each end with a newline (the last may not); ANSI codes are removed."""
+def _read(stream: BinaryIO, size: int, label: str) -> bytes:
+    try:
+        return stream.read(size)
+    except (OSError, EOFError) as e:
+        raise UsageError(f"cannot read {label}: {e}") from None
+
+
+def iter_chunks(source: str | Path | BinaryIO, name: str | None = None) -> Iterator[bytes]:
+    """The log as UTF-8 bytes, in chunks that each end with a newline (the last may not), ANSI codes removed.
+
+    UTF-8 input passes through undecoded (the scan decodes only the lines it quotes); other encodings are
+    transcoded. UsageError for a missing, unreadable, empty or binary input.
+    """
     if isinstance(source, (str, Path)):
         stream, label = _open(source)
     else:
@@ -117,23 +128,21 @@ def iter_chunks(source: str | Path | BinaryIO, name: str | None = None) -> Itera
         except (OSError, EOFError) as e:
             raise UsageError(f"cannot read {label}: {e}") from None
         codec = _detect(head, name or label)
-        decoder = codecs.getincrementaldecoder(codec)(errors="replace")
-        pending = ""
-        block = head
+        transcode = codecs.getincrementaldecoder(codec)(errors="replace") if codec != "utf-8" else None
+        pending = b""
+        # the sniffed head and the first block make one chunk, so the scan samples a large start
+        block = head + (_read(stream, BLOCK - len(head), label) if len(head) == HEAD else b"")
         while block:
-            text = pending + decoder.decode(block)
-            cut = text.rfind("\n") + 1
-            if cut == 0 and len(text) < MAX_PENDING:
-                pending = text
+            data = pending + (transcode.decode(block).encode() if transcode else block)
+            cut = data.rfind(b"\n") + 1
+            if cut == 0 and len(data) < MAX_PENDING:
+                pending = data
             else:
-                cut = cut or len(text)
-                yield _strip_ansi(text[:cut])
-                pending = text[cut:]
-            try:
-                block = stream.read(BLOCK)
-            except (OSError, EOFError) as e:
-                raise UsageError(f"cannot read {label}: {e}") from None
-        tail = pending + decoder.decode(b"", final=True)
+                cut = cut or len(data)
+                yield _strip_ansi(data[:cut])
+                pending = data[cut:]
+            block = _read(stream, BLOCK, label)
+        tail = pending + (transcode.decode(b"", final=True).encode() if transcode else b"")
         if tail:
             yield _strip_ansi(tail)
     finally:
@@ -141,5 +150,8 @@ def iter_chunks(source: str | Path | BinaryIO, name: str | None = None) -> Itera
             stream.close()
 
 
-def _strip_ansi(text: str) -> str:
-    return ANSI.sub("", text) if "\x1b" in text else text
+ANSI_BYTES = re.compile(ANSI.pattern.encode())
+
+
+def _strip_ansi(data: bytes) -> bytes:
+    return ANSI_BYTES.sub(b"", data) if b"\x1b" in data else data

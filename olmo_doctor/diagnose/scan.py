@@ -1,16 +1,16 @@
 """Find every line of a log that a rule signature matches, fast enough for a 50 MB build log.
 
-Running ~200 signatures over every line would take minutes, so the scan works in two steps:
+Running ~170 signatures over every line would take minutes, so the scan works in two steps on the raw UTF-8
+bytes (no decoding of the 99.9 % of lines that matter to no one):
 
-1. Prefilter. Each signature requires some literal text (`literals.required`). From each required string we take
-   a short *gram* that starts at its rarest character (rarity sampled from this very log), and one regex of all
-   grams, dispatching on that first character, finds the few positions worth a look. Python's regex engine skips
-   every position whose character cannot start a gram in C, so the cost barely grows with the number of rules.
-2. Confirm. On each line a gram hit, the full required string must be there, and then the signature's own regex
-   runs on that line (split at carriage returns, tool prefixes removed). A required string split over two lines
+1. Prefilter. Each signature requires some literal text (`literals.candidates`); `grams` picks, on a sample of
+   this log, one requirement per signature and one short gram per required string, and one regex finds the
+   few lines holding any gram.
+2. Confirm. On such a line the full required string must be there, then the signature's own regex runs on the
+   decoded line (split at carriage returns, tool prefixes removed). A required string split over two lines
    (issue trackers wrap long lines) is tried on the line joined with its neighbour.
 
-Signatures without any required literal run on every line; tests keep the shipped rules off that slow path.
+Signatures without any usable literal run on every line; tests keep the shipped rules off that slow path.
 """
 
 from __future__ import annotations
@@ -20,17 +20,23 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from olmo_doctor.diagnose.literals import Alt, required, weakest
+from olmo_doctor.diagnose import grams as G
+from olmo_doctor.diagnose.literals import Alt, candidates
 from olmo_doctor.diagnose.reader import PREFIX
 from olmo_doctor.rules.model import Rule
 
-GRAM_MAX = 16
-MIN_NEEDLE = 3
+# A message continued on the next line leaves at most TAIL characters after its required string; a wrapped one
+# has its required string within SEAM characters of the line break.
+TAIL = 40
+SEAM = 200
+# Enough lines of one signature to judge it (the ranking stops counting repeats at 5); later ones are skipped so
+# a benign line repeated 100,000 times cannot slow the scan down.
+MAX_HITS_PER_SIGNATURE = 20
 
 
 @dataclass(frozen=True)
 class SigRef:
-    """One signature of one rule, with what the prefilter needs."""
+    """One signature of one rule, with the literal requirements the prefilter can use."""
 
     key: int
     rule: Rule
@@ -38,7 +44,7 @@ class SigRef:
     pattern: re.Pattern[str]
     weight: float
     role: str
-    needles: Alt | None
+    options: tuple[Alt, ...]
 
 
 @dataclass(frozen=True)
@@ -51,10 +57,9 @@ class Hit:
 
 @dataclass
 class Index:
-    """All signatures of a rule set, grouped by the strings they require."""
+    """All signatures of a rule set."""
 
     refs: list[SigRef]
-    by_needle: dict[str, list[SigRef]] = field(default_factory=dict)
     slow: list[SigRef] = field(default_factory=list)
 
     @classmethod
@@ -62,150 +67,120 @@ class Index:
         refs: list[SigRef] = []
         for rule in rules:
             for i, sig in enumerate(rule.signatures):
-                needles = required(sig.pattern)
-                if weakest(needles) < MIN_NEEDLE:
-                    needles = None
-                refs.append(SigRef(len(refs), rule, i, sig.pattern, sig.weight, sig.role, needles))
-        index = cls(refs)
-        for ref in refs:
-            if ref.needles is None:
-                index.slow.append(ref)
-            else:
-                for needle in ref.needles:
-                    index.by_needle.setdefault(needle, []).append(ref)
-        return index
-
-
-def _gram(needle: str, start: int) -> str:
-    """From `start` to the end of its word (wrapping never splits it), at least 4 and at most GRAM_MAX chars."""
-    end = needle.find(" ", start)
-    end = len(needle) if end < 0 else end
-    end = max(end, start + 4)
-    return needle[start : min(end, start + GRAM_MAX, len(needle))]
-
-
-def _rarity(text: str) -> Counter[str]:
-    """Character counts over a few slices of the log (lowercase)."""
-    n, width = len(text), 32 << 10
-    starts = {0, max(0, n // 3 - width // 2), max(0, 2 * n // 3 - width // 2), max(0, n - width)}
-    return Counter("".join(text[s : s + width] for s in sorted(starts)).lower())
-
-
-def choose_grams(needles: Iterable[str], freq: Counter[str]) -> dict[str, list[str]]:
-    """gram -> the needles it stands for. Each needle's gram starts at its rarest non-space character."""
-    out: dict[str, list[str]] = {}
-    for needle in needles:
-        shortest = min(len(needle), 4)
-        best: tuple[int, int, str] | None = None
-        for i, ch in enumerate(needle):
-            if ch.isspace():
-                continue
-            gram = _gram(needle, i)
-            if len(gram) < shortest:
-                continue
-            cost = (freq.get(ch, 0), -len(gram), gram)
-            if best is None or cost < best:
-                best = cost
-        gram = best[2] if best else needle
-        out.setdefault(gram, []).append(needle)
-    return out
-
-
-def gram_regex(grams: Iterable[str]) -> re.Pattern[str]:
-    """One regex for all grams, case-insensitive, whose alternatives each start with a literal character.
-
-    The literal first characters let the regex engine build a character-set prefilter, so scanning a position
-    that cannot start any gram costs one table lookup in C.
-    """
-    by_first: dict[str, list[str]] = {}
-    for gram in grams:
-        by_first.setdefault(gram[0], []).append(gram[1:])
-    alts = []
-    for first, rests in sorted(by_first.items()):
-        rest = "|".join(re.escape(r) for r in sorted(set(rests), key=lambda r: (-len(r), r)))
-        for variant in sorted({first, first.upper()}):
-            if len(variant) == 1:  # some characters upper-case to two (ß -> SS); the lowercase one is enough
-                alts.append(f"{re.escape(variant)}(?i:{rest})")
-    return re.compile("|".join(alts) if alts else r"(?!)")
+                opts = tuple(candidates(sig.pattern))
+                refs.append(SigRef(len(refs), rule, i, sig.pattern, sig.weight, sig.role, opts))
+        return cls(refs, [r for r in refs if not r.options])
 
 
 class Scanner:
-    """Scans chunks of one log in order; line numbers continue across chunks."""
+    """Scans byte chunks of one log in order; line numbers continue across chunks."""
 
     def __init__(self, index: Index) -> None:
         self.index = index
-        self.grams: dict[str, list[str]] | None = None
-        self.regex: re.Pattern[str] | None = None
-        self.first: dict[str, list[str]] = {}
-        self.slow_multiline = [(ref, re.compile(ref.pattern.pattern, ref.pattern.flags | re.M))
-                               for ref in index.slow]
+        self.needles: dict[int, Alt] = {}
+        self.by_needle: dict[str, list[SigRef]] = {}
+        self.grams: dict[bytes, list[str]] = {}
+        self.first: dict[int, list[bytes]] = {}
+        self.regex: re.Pattern[bytes] | None = None
+        self.slow = [(ref, re.compile(ref.pattern.pattern, ref.pattern.flags | re.M)) for ref in index.slow]
         self.line = 1  # number of the first line of the next chunk
-        self.carry = ""  # the last line of the previous chunk, for messages wrapped across the boundary
+        self.carry = b""  # the last line of the previous chunk, for messages wrapped across the boundary
         self.seen: set[tuple[int, int]] = set()
+        self.counts: Counter[int] = Counter()  # hits per signature
 
-    def _prepare(self, text: str) -> None:
-        self.grams = choose_grams(self.index.by_needle, _rarity(text))
-        self.regex = gram_regex(self.grams)
+    def _prepare(self, chunk: bytes) -> None:
+        data = G.sample(chunk)
+        self.needles = G.pick_requirements({r.key: list(r.options) for r in self.index.refs if r.options}, data)
+        for ref in self.index.refs:
+            for needle in self.needles.get(ref.key, ()):
+                self.by_needle.setdefault(needle, []).append(ref)
+        self.grams = G.choose_grams(self.by_needle, data)
+        self.freq = Counter(data)
+        self._compile()
+
+    def _compile(self) -> None:
+        firsts = {g[0] for g in self.grams}
+        self.regex = G.gram_regex(tuple(sorted(self.grams)), tuple(sorted((b, self.freq[b]) for b in firsts)))
+        self.first = {}
         for gram in self.grams:
             self.first.setdefault(gram[0], []).append(gram)
 
-    def feed(self, chunk: str) -> list[Hit]:
-        """Hits in this chunk (the chunk ends at a line boundary, except possibly the last one)."""
+    def _retire(self) -> bool:
+        """Forget needles whose signatures all have enough hits; True when the gram set changed."""
+        full = {k for k, n in self.counts.items() if n >= MAX_HITS_PER_SIGNATURE}
+        done = {n for n, refs in self.by_needle.items() if all(r.key in full for r in refs)}
+        changed = False
+        for gram in list(self.grams):
+            kept = [n for n in self.grams[gram] if n not in done]
+            if len(kept) != len(self.grams[gram]):
+                changed = True
+                if kept:
+                    self.grams[gram] = kept
+                else:
+                    del self.grams[gram]
+        return changed
+
+    def feed(self, chunk: bytes) -> list[Hit]:
+        """Hits in this chunk (it ends at a line boundary, except possibly the log's last line)."""
         if self.regex is None:
             self._prepare(chunk)
+        elif self._retire():
+            self._compile()
         text, line0 = (self.carry + chunk, self.line - 1) if self.carry else (chunk, self.line)
         hits = list(self._scan(text, line0))
-        newlines = chunk.count("\n")
-        self.line += newlines
-        last = chunk.rfind("\n", 0, len(chunk) - 1) + 1 if chunk.endswith("\n") else chunk.rfind("\n") + 1
-        self.carry = chunk[last:] if chunk.endswith("\n") else ""
-        if not chunk.endswith("\n"):  # an unterminated tail is still one line of its own
+        self.line += chunk.count(b"\n")
+        if chunk.endswith(b"\n"):
+            self.carry = chunk[chunk.rfind(b"\n", 0, len(chunk) - 1) + 1 :]
+        else:  # an unterminated tail is still one line of its own
+            self.carry = b""
             self.line += 1
         return hits
 
-    def _candidates(self, text: str) -> dict[int, set[str]]:
+    def _candidates(self, low: bytes) -> dict[int, set[str]]:
         """Line start offset -> the needles whose gram occurs on that line."""
-        assert self.regex is not None and self.grams is not None
+        assert self.regex is not None
         found: dict[int, set[str]] = {}
         search, grams, first = self.regex.search, self.grams, self.first
-        line_start, line_end = 0, -1
-        pos = 0
-        while (m := search(text, pos)) is not None:
+        line_start, line_end, pos = 0, -1, 0
+        while (m := search(low, pos)) is not None:
             p = m.start()
             if p > line_end:
-                line_start = text.rfind("\n", 0, p) + 1
-                line_end = text.find("\n", p)
-                line_end = len(text) if line_end < 0 else line_end
-            for gram in first.get(text[p].lower(), ()):
-                if text[p : p + len(gram)].lower() == gram:
+                line_start = low.rfind(b"\n", 0, p) + 1
+                line_end = low.find(b"\n", p)
+                line_end = len(low) if line_end < 0 else line_end
+            for gram in first.get(low[p], ()):
+                if low.startswith(gram, p):
                     found.setdefault(line_start, set()).update(grams[gram])
             pos = p + 1
         return found
 
-    def _scan(self, text: str, line0: int) -> Iterator[Hit]:
-        starts = sorted(self._candidates(text).items())
+    def _scan(self, text: bytes, line0: int) -> Iterator[Hit]:
         counted, line = 0, line0
-        for start, needles in starts:
-            line += text.count("\n", counted, start)
+        for start, needles in sorted(self._candidates(text.lower()).items()):
+            line += text.count(b"\n", counted, start)
             counted = start
             yield from self._confirm(text, start, line, needles)
-        for ref, multi in self.slow_multiline:
-            for m in multi.finditer(text):
-                start = text.rfind("\n", 0, m.start()) + 1
-                number = line0 + text.count("\n", 0, start)
-                yield from self._try(ref, text, start, number, joined=False)
+        if self.slow:  # signatures without a literal: every line (never the case for the shipped rules)
+            decoded = text.decode("utf-8", "replace")
+            for ref, multi in self.slow:
+                for m in multi.finditer(decoded):
+                    start = decoded.rfind("\n", 0, m.start()) + 1
+                    offset = len(decoded[:start].encode())
+                    yield from self._try(ref, text, offset, line0 + decoded.count("\n", 0, start), joined=False)
 
-    def _confirm(self, text: str, start: int, line: int, needles: set[str]) -> Iterator[Hit]:
+    def _confirm(self, text: bytes, start: int, line: int, needles: set[str]) -> Iterator[Hit]:
         low = _line(text, start).lower()
         for needle in needles:
-            for ref in self.index.by_needle[needle]:
-                if (ref.key, line) in self.seen:
-                    continue
-                yield from self._try(ref, text, start, line, joined=needle not in low)
+            for ref in self.by_needle[needle]:
+                if (ref.key, line) not in self.seen and self.counts[ref.key] < MAX_HITS_PER_SIGNATURE:
+                    for hit in self._try(ref, text, start, line, joined=needle not in low):
+                        self.counts[ref.key] += 1
+                        yield hit
 
-    def _try(self, ref: SigRef, text: str, start: int, line: int, joined: bool) -> Iterator[Hit]:
+    def _try(self, ref: SigRef, text: bytes, start: int, line: int, joined: bool) -> Iterator[Hit]:
         raw = _line(text, start)
-        next_start = text.find("\n", start) + 1
+        needles = self.needles.get(ref.key, frozenset())
+        next_start = text.find(b"\n", start) + 1
         pairs = []
         if not joined:
             if (ref.key, line) in self.seen:
@@ -215,20 +190,22 @@ class Scanner:
                 self.seen.add((ref.key, line))
                 yield Hit(ref, line, seg, line)
                 return
-            # the message starts here but may go on below (`>>> torch.cuda.is_available()` / `False`)
-            if 0 < next_start < len(text):
+            # the message starts here but may go on below (`>>> torch.cuda.is_available()` / `False`): only
+            # worth trying when what it requires ends the line
+            low = raw.rstrip().lower()
+            if 0 < next_start < len(text) and any(0 <= len(low) - low.rfind(n) - len(n) <= TAIL for n in needles):
                 pairs.append((line, raw, _line(text, next_start)))
-        else:
-            # the required text is not on this line alone: a message wrapped onto two lines?
+        else:  # the required text is not on this line alone: a message wrapped onto two lines?
             if start > 0:
-                prev_start = text.rfind("\n", 0, start - 1) + 1
-                pairs.append((line - 1, _line(text, prev_start), raw))
+                pairs.append((line - 1, _line(text, text.rfind(b"\n", 0, start - 1) + 1), raw))
             if 0 < next_start < len(text):
                 pairs.append((line, raw, _line(text, next_start)))
         for first_line, a, b in pairs:
-            both = _join(a, b)
-            if ref.needles and not any(n in both.lower() for n in ref.needles):
+            # cheap test first: does a required string span the end of `a` and the start of `b`?
+            seam = f"{a.rstrip()[-SEAM:]} {b.lstrip()[:SEAM]}".lower()
+            if needles and not any(n in seam for n in needles):
                 continue
+            both = _join(a, b)
             if (ref.key, first_line) in self.seen or _match(ref.pattern, a) or _match(ref.pattern, b):
                 continue  # a line that matches alone is found (and quoted) on its own
             if ref.pattern.search(both):
@@ -237,9 +214,9 @@ class Scanner:
                 return
 
 
-def _line(text: str, start: int) -> str:
-    end = text.find("\n", start)
-    return text[start:] if end < 0 else text[start:end]
+def _line(text: bytes, start: int) -> str:
+    end = text.find(b"\n", start)
+    return (text[start:] if end < 0 else text[start:end]).decode("utf-8", "replace")
 
 
 def _segments(raw: str) -> Iterator[str]:

@@ -92,7 +92,9 @@ class Rule:
 def causes() -> dict[str, str]:
     """The cause vocabulary: slug -> meaning, read from known_issues/CAUSES.md's table."""
     text = (data_dir("known_issues") / "CAUSES.md").read_text()
-    return dict(re.findall(r"^\|\s*([a-z0-9_]+)\s*\|\s*(.+?)\s*\|\s*$", text, re.M))
+    rows = dict(re.findall(r"^\|\s*([a-z0-9_]+)\s*\|\s*(.+?)\s*\|\s*$", text, re.M))
+    rows.pop("cause", None)  # the table's header row
+    return rows
 
 
 def _req(data: dict[str, Any], key: str, path: Path, kind: type = str) -> Any:

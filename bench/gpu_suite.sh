@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The GPU-machine runs behind bench/RESULTS.md, in one go (one lease). From the repo root on an H200 box:
+#   bash bench/gpu_suite.sh [doctor|train|all]
+# Results go to $OUT (the device tool's output folder) or ./bench-out. Carried wheels in .whl/ (OLMo-core and its
+# pure-Python deps) are installed into /tmp/site; our package is installed editable without touching the image's
+# packages.
+set -uo pipefail
+what="${1:-all}"
+out="${OUT:-$PWD/bench-out}"; mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q -e . --no-deps --no-build-isolation >"$out/install.log" 2>&1 || { tail -5 "$out/install.log"; exit 1; }
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >>"$out/install.log" 2>&1
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+if [ "$what" = doctor ] || [ "$what" = all ]; then
+  echo "== olmo-doctor check --json"; olmo-doctor check --json >"$out/check.json"; echo "exit $?"
+  olmo-doctor check --json --nccl >"$out/check_nccl.json" 2>/dev/null; echo "check --nccl exit $?"
+  echo "== olmo-doctor check"; olmo-doctor check | tail -25
+  echo "== olmo-doctor verify"; olmo-doctor verify 2>&1 | tail -3
+  echo "== check latency"; python3 bench/check_latency.py --runs 7
+  echo "== prepare-data"; python3 bench/prepare_data.py --repeats 3 2>&1 | tail -4
+  echo "== gpu tests"; python3 -m pytest -q -m gpu tests 2>&1 | tail -4
+fi
+if [ "$what" = train ] || [ "$what" = all ]; then
+  echo "== train throughput"; python3 bench/train_throughput.py --out "$out/train_throughput.jsonl"
+fi

@@ -1,0 +1,193 @@
+"""The executor: run a BuildPlan's pip command (argv list, never a shell), show ninja progress, keep the log.
+
+Thin on purpose: every decision is in the plan. This module streams the build output into a log file, turns
+ninja's `[done/total]` lines into a progress bar with an ETA, samples the peak resident memory of the whole
+process tree (pip -> setup.py -> ninja -> nvcc -> cicc/ptxas), and on failure asks `diagnose` what went wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from olmo_doctor.build.plan import BuildPlan
+
+NINJA_STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]\s*(.*)")
+_SOURCE = re.compile(r"\s-c\s+(?:\S*/)?([\w.+-]+\.(?:cu|cpp|c))\b")
+
+
+@dataclass
+class BuildResult:
+    returncode: int
+    wall_s: float
+    peak_rss_gb: float
+    log_path: Path
+    wheel: Path | None
+    steps_done: int
+    steps_total: int | None
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.wheel is not None
+
+
+def parse_progress(lines: Iterable[str]) -> Iterator[tuple[int, int, str]]:
+    """(done, total, what) for each ninja status line; `what` is the file being compiled when visible."""
+    for line in lines:
+        m = NINJA_STEP.match(line)
+        if m:
+            src = _SOURCE.search(m.group(3))
+            yield int(m.group(1)), int(m.group(2)), src.group(1) if src else m.group(3)[:60]
+
+
+class PeakRSS:
+    """Samples the summed RSS of a process and its descendants in a background thread."""
+
+    def __init__(self, pid: int, interval: float = 0.5):
+        self.pid, self.interval, self.peak = pid, interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            return
+        while not self._stop.is_set():
+            total = 0
+            try:
+                procs = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                break
+            for proc in procs:
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:
+                    continue
+            self.peak = max(self.peak, total)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def run_plan(
+    plan: BuildPlan,
+    log_path: Path,
+    console: Console | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> BuildResult:
+    """Run the plan's argv with its env over ours; the log gets every line, the console a progress bar."""
+    console = console or Console(stderr=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **plan.env}
+    start = time.monotonic()
+    done, total = 0, None
+    columns = (
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[unit]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with (
+        log_path.open("w") as log,
+        Progress(*columns, console=console, transient=False, disable=not console.is_terminal) as bar,
+    ):
+        log.write(
+            f"# olmo-doctor build-kernels: {plan.package} {plan.version}\n# argv: {plan.argv}\n# env: {plan.env}\n"
+        )
+        task = bar.add_task(f"{plan.package} {plan.version}", total=None, unit="preparing")
+        proc = subprocess.Popen(
+            plan.argv,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+            stdin=subprocess.DEVNULL,
+        )
+        assert proc.stdout is not None
+        with PeakRSS(proc.pid) as rss:
+            for line in proc.stdout:
+                log.write(line)
+                if on_line:
+                    on_line(line)
+                for step, steps, what in parse_progress([line]):
+                    done, total = step, steps
+                    # piped (not a terminal), ninja prints [n/N] when step n has finished
+                    bar.update(task, completed=step, total=steps, unit=what)
+                    if not console.is_terminal:  # logs and CI: one line per compile step instead of a bar
+                        console.print(f"[{step}/{steps}] {what}", markup=False, highlight=False)
+                if "Building wheel for" in line and total is not None:
+                    bar.update(task, completed=total, unit="linking and packing")
+            rc = proc.wait()
+        if rc == 0 and total is not None:
+            bar.update(task, completed=total, unit="done")
+        wall = time.monotonic() - start
+        log.write(f"# returncode {rc}, wall {wall:.1f} s, peak RSS {rss.peak / 1e9:.2f} GB\n")
+    wheels = sorted(Path(plan.wheel_dir).glob("*.whl"), key=lambda p: p.stat().st_mtime)
+    return BuildResult(rc, wall, rss.peak / 1e9, log_path, wheels[-1] if rc == 0 and wheels else None, done, total)
+
+
+def explain_failure(log_path: Path) -> dict[str, Any]:
+    """diagnose's verdict on a failed build log, or the first compiler error when diagnose is unavailable."""
+    try:
+        from olmo_doctor.diagnose import diagnose_file  # lazily: the build must not need diagnose to run
+    except ImportError:
+        return {"source": "log", "title": "build failed", "message": first_error(log_path), "fixes": []}
+    try:
+        findings = diagnose_file(log_path)
+    except Exception as e:  # diagnose failing must never hide the build failure itself
+        return {"source": "error", "title": f"diagnose failed: {e}", "message": first_error(log_path), "fixes": []}
+    if findings:
+        top = findings[0]
+        return {
+            "source": "diagnose",
+            "title": top.title,
+            "message": top.message,
+            "fixes": [c for f in top.fixes for c in f.commands],
+        }
+    return {"source": "log", "title": "build failed", "message": first_error(log_path), "fixes": []}
+
+
+def first_error(log_path: Path, context: int = 6) -> str:
+    """The first `FAILED:` block or error line: ninja's summary at the end only says 'subcommand failed'."""
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for pattern in (r"^FAILED: ", r"\berror\b|Killed|fatal"):
+        for i, line in enumerate(lines):
+            if re.search(pattern, line, re.IGNORECASE if "error" in pattern else 0):
+                return "\n".join(lines[i : i + context])
+    return "\n".join(lines[-context:])

@@ -1,0 +1,138 @@
+"""Get the source a plan builds: the recipe's sdist (pip download from the package registry, sha256 checked,
+cached under the user cache), a local sdist file, or a source tree (`--source PATH`); always into a private
+copy under the plan's work dir, because subsets edit it and pip builds in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+
+from olmo_doctor.build.recipes import Recipe
+from olmo_doctor.errors import UsageError
+from olmo_doctor.resources import user_cache_dir
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sdist_cache_dir() -> Path:
+    return user_cache_dir() / "sdists"
+
+
+def fetch_sdist(recipe: Recipe, python: str, cache: Path | None = None, timeout: float = 600) -> Path:
+    """The recipe's sdist from the cache, else downloaded with pip (hash-pinned); UsageError when offline."""
+    cache = cache or sdist_cache_dir()
+    target = cache / recipe.sdist
+    if target.is_file() and sha256_of(target) == recipe.sha256:
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        req = Path(tmp) / "requirements.txt"
+        req.write_text(f"{recipe.package}=={recipe.version} --hash=sha256:{recipe.sha256}\n")
+        # pip prepares metadata for an sdist it downloads: without isolation (setup.py imports torch) and
+        # without compiling anything (flash-attn's SKIP_CUDA_BUILD only affects this metadata step).
+        env = {**os.environ, "FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE"}
+        argv = [
+            python,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--no-build-isolation",
+            "--require-hashes",
+            "-d",
+            tmp,
+            "-r",
+            str(req),
+        ]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise UsageError(f"could not run pip to download {recipe.sdist}: {e}") from e
+        got = Path(tmp) / recipe.sdist
+        if proc.returncode != 0 or not got.is_file():
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise UsageError(
+                f"could not download {recipe.package}=={recipe.version} ({last}); offline? "
+                f"put {recipe.sdist} in {cache} or pass --source PATH"
+            )
+        if sha256_of(got) != recipe.sha256:
+            raise UsageError(f"{recipe.sdist} does not match the recipe's sha256; refusing to build it")
+        os.replace(got, target)
+    return target
+
+
+def fingerprint(source: Path) -> str:
+    """What identifies a --source for the wheel cache: a file's sha256, a tree's file names, sizes and
+    modification times (so an edited or updated checkout at the same path never reuses a stale wheel)."""
+    if source.is_file():
+        return sha256_of(source)
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(source):
+        dirs[:] = sorted(d for d in dirs if d not in (".git", "build", "dist", "__pycache__"))
+        for name in sorted(files):
+            st = (Path(root) / name).stat()
+            h.update(f"{os.path.relpath(root, source)}/{name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def check_tree(tree: Path, recipe: Recipe) -> None:
+    """A git checkout without submodules has no CUTLASS; say so before a compile fails on cute/tensor.hpp."""
+    if not (tree / recipe.subdir / "setup.py").is_file():
+        raise UsageError(f"{tree / recipe.subdir} has no setup.py; pass a {recipe.package} source tree or sdist")
+    if not (tree / recipe.submodule_marker).is_file():
+        hint = (
+            f"cd {tree} && {recipe.submodule_fix}"
+            if (tree / ".git").exists()
+            else f"use the PyPI sdist (drop --source) or a `git clone --recursive` of {recipe.package}"
+        )
+        raise UsageError(
+            f"{tree / recipe.submodule_marker} is missing (a git checkout without submodules?); run: {hint}"
+        )
+
+
+def _unpack(sdist: Path, dest: Path) -> None:
+    with tarfile.open(sdist) as tar:
+        tops = {m.name.split("/", 1)[0] for m in tar.getmembers()}
+        if len(tops) != 1:
+            raise UsageError(f"{sdist} is not an sdist (one top-level folder expected)")
+        try:
+            tar.extractall(dest.parent / ".unpack", filter="data")
+        except TypeError:  # Python < 3.10.12 has no extraction filters
+            tar.extractall(dest.parent / ".unpack")
+    shutil.move(str(dest.parent / ".unpack" / tops.pop()), dest)
+    shutil.rmtree(dest.parent / ".unpack")
+
+
+def prepare(recipe: Recipe, source: str | None, work_dir: Path, python: str) -> Path:
+    """A fresh private source tree at work_dir/src, checked for submodules; returns its path."""
+    dest = work_dir / "src"
+    if dest.exists():
+        shutil.rmtree(dest)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    if source is None:
+        _unpack(fetch_sdist(recipe, python), dest)
+    else:
+        path = Path(source).expanduser()
+        if path.is_file() and path.name.endswith((".tar.gz", ".tgz")):
+            _unpack(path, dest)
+        elif path.is_dir():
+            check_tree(path, recipe)
+            shutil.copytree(path, dest, symlinks=True, ignore=shutil.ignore_patterns(".git", "build", "dist"))
+        else:
+            raise UsageError(f"--source {source}: not a source folder or .tar.gz sdist")
+    check_tree(dest, recipe)
+    return dest

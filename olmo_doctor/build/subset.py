@@ -1,0 +1,200 @@
+"""Subset builds: edit a COPY of an upstream source tree so it compiles only the kernels a model uses.
+
+flash-attn 2 instantiates every (direction, head dim, dtype, causal) combination in its own .cu file (72
+of them) and its dispatcher references all of them, so dropping files alone gives `undefined symbol:
+run_mha_fwd_` at import (flash-attention#1165). The transformation therefore edits three places, each
+located by an anchor that must match exactly once (another upstream version fails loudly instead of
+building something wrong):
+
+- setup.py: keep only the subset's .cu files; add the recipe's FLASHATTENTION_DISABLE_* defines for nvcc AND
+  the host compiler (flash_api.cpp has the matching runtime checks);
+- src/static_switch.h: the dtype and head-dim switches dispatch to the compiled kernels only;
+- flash_api.cpp: set_params_fprop (every forward, varlen, kv-cache and backward entry calls it) rejects other
+  dtypes and head dims with a clear TORCH_CHECK error before any kernel is launched.
+
+No upstream text is stored here: the code below writes its own replacements.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from olmo_doctor.build.recipes import Subset
+from olmo_doctor.errors import UsageError
+
+MARKER = "OLMO_DOCTOR_SUBSET.json"
+_FA2_CU = re.compile(
+    r'^\s*"csrc/flash_attn/src/flash_(?P<dir>fwd_split|fwd|bwd)_hdim(?P<hd>\d+)_(?P<dt>fp16|bf16)'
+    r'(?P<causal>_causal)?_sm80\.cu",\s*$'
+)
+_DTYPES = {
+    "bf16": ("cutlass::bfloat16_t", "torch::kBFloat16"),
+    "fp16": ("cutlass::half_t", "torch::kFloat16"),
+}
+
+
+class SubsetError(UsageError):
+    """The source tree does not look like the version the subset was written for."""
+
+
+def _replace_once(
+    text: str, pattern: str, repl: str | Callable[[re.Match[str]], str], where: str, flags: int = 0
+) -> str:
+    new, count = re.subn(pattern, repl, text, flags=flags)
+    if count != 1:
+        raise SubsetError(
+            f"{where}: expected one match for the subset edit, found {count}; "
+            "this source is not the version the recipe pins"
+        )
+    return new
+
+
+def _macro(name: str, params: str, body_lines: list[str]) -> str:
+    """A multi-line #define with aligned continuation backslashes."""
+    lines = [f"#define {name}({params})", *body_lines]
+    width = max(len(line) for line in lines) + 1
+    return "\n".join(line.ljust(width) + "\\" for line in lines[:-1]) + "\n" + lines[-1] + "\n"
+
+
+def _switch(name: str, params: str, cond: str, cases: list[tuple[str, str]]) -> str:
+    """A dispatch lambda: `if (cond == case) {decl; run} else ...`, the last case unconditional."""
+    body = ["  [&] {"]
+    for i, (value, decl) in enumerate(cases):
+        last = i == len(cases) - 1
+        if last:
+            opener = "    {" if i == 0 else "    } else {"
+        else:
+            opener = ("    if" if i == 0 else "    } else if") + f" ({cond.format(value)}) {{"
+        body += [opener, f"      {decl};", "      return __VA_ARGS__();"]
+    body += ["    }", "  }()"]
+    return _macro(name, params, body)
+
+
+def flash_attn_2_sources(setup_text: str) -> list[str]:
+    """The CUDA extension's source list in a flash-attn setup.py (the first `sources=[...]` block)."""
+    m = re.search(r"sources=\[(.*?)\]", setup_text, re.DOTALL)
+    return re.findall(r'"(csrc/[^"]+\.(?:cu|cpp))"', m.group(1)) if m else []
+
+
+def _fa2_setup(text: str, subset: Subset) -> str:
+    kept, dropped = [], 0
+    out = []
+    for line in text.splitlines(keepends=True):
+        m = _FA2_CU.match(line)
+        if m:
+            wanted = (
+                m["dir"] in subset.directions
+                and int(m["hd"]) in subset.head_dims
+                and m["dt"] in subset.dtypes
+                and bool(m["causal"]) in subset.causal
+            )
+            if not wanted:
+                dropped += 1
+                continue
+            kept.append(line)
+        out.append(line)
+    expected = len(subset.directions) * len(subset.head_dims) * len(subset.dtypes) * len(subset.causal)
+    if len(kept) != expected or dropped == 0:
+        raise SubsetError(
+            f"setup.py: kept {len(kept)} kernel files (expected {expected}), dropped {dropped}; "
+            "this source is not the version the recipe pins"
+        )
+    defines = ", ".join(f'"-D{d}"' for d in subset.defines)
+    inject = (
+        f"    # olmo-doctor --subset {subset.name}: trim kernel variants in every unit (.cu, flash_api.cpp)\n"
+        f"    _subset_defines = [{defines}]\n"
+        "    nvcc_flags = nvcc_flags + _subset_defines\n"
+        "    compiler_c17_flag = compiler_c17_flag + _subset_defines\n"
+    )
+    return _replace_once(
+        "".join(out),
+        r"(?m)^(?=    ext_modules\.append\(\n        CUDAExtension\(\n"
+        r'            name="flash_attn_2_cuda",\n            sources=\[)',
+        inject,
+        "setup.py",
+    )
+
+
+def _fa2_switches(text: str, subset: Subset) -> str:
+    dtypes = [(_DTYPES[d][0], f"using elem_type = {_DTYPES[d][0]}") for d in subset.dtypes]
+    # FP16_SWITCH(COND): COND means "is fp16"; with one dtype the switch ignores it (flash_api checks dtypes)
+    fp16 = _switch("FP16_SWITCH", "COND, ...", "COND", sorted(dtypes, key=lambda d: "half" not in d[0]))
+    dims = [(str(d), f"constexpr static int kHeadDim = {d}") for d in sorted(subset.head_dims)]
+    hdim = _switch("HEADDIM_SWITCH", "HEADDIM, ...", "HEADDIM == {}", dims)
+    macro = r"(?ms)^#define {}\(.*?[^\\]\n(?=\n|#|\Z)"
+    text = _replace_once(text, macro.format("FP16_SWITCH"), lambda _: fp16, "src/static_switch.h")
+    return _replace_once(text, macro.format("HEADDIM_SWITCH"), lambda _: hdim, "src/static_switch.h")
+
+
+def subset_error_text(subset: Subset, what: str) -> str:
+    """The message a call outside the subset raises (tests grep the compiled library for it)."""
+    allowed = {"dtype": "/".join(subset.dtypes), "head dim": "/".join(map(str, subset.head_dims))}[what]
+    return (
+        f"This flash-attn build (olmo-doctor --subset {subset.name}) has kernels for {what} {allowed} only; "
+        f"rebuild without --subset for other {what}s. Got "
+    )
+
+
+def _fa2_api(text: str, subset: Subset) -> str:
+    dtype_ok = " || ".join(f"q.dtype() == {_DTYPES[d][1]}" for d in subset.dtypes)
+    dim_ok = " || ".join(f"d == {d}" for d in subset.head_dims)
+    checks = (
+        f"    // olmo-doctor --subset {subset.name}: only these kernels exist; fail here, not in a launch.\n"
+        f'    TORCH_CHECK({dtype_ok}, "{subset_error_text(subset, "dtype")}", q.dtype());\n'
+        f'    TORCH_CHECK({dim_ok}, "{subset_error_text(subset, "head dim")}", d);\n'
+    )
+    return _replace_once(
+        text,
+        r"(?m)^(    params\.is_bf16 = q\.dtype\(\) == torch::kBFloat16;\n)",
+        lambda m: m.group(1) + checks,
+        "csrc/flash_attn/flash_api.cpp",
+    )
+
+
+def _flash_attn_2(tree: Path, subset: Subset) -> list[str]:
+    edits = {
+        "setup.py": _fa2_setup,
+        "csrc/flash_attn/src/static_switch.h": _fa2_switches,
+        "csrc/flash_attn/flash_api.cpp": _fa2_api,
+    }
+    new = {}
+    for (
+        rel,
+        edit,
+    ) in edits.items():  # edit everything in memory first: a failed anchor leaves the tree as it was
+        path = tree / rel
+        if not path.is_file():
+            raise SubsetError(f"{path} not found; is {tree} a flash-attn 2 source tree?")
+        new[rel] = edit(path.read_text(), subset)
+    for rel, text in new.items():
+        (tree / rel).write_text(text)
+    return flash_attn_2_sources(new["setup.py"])
+
+
+def _env_only(tree: Path, subset: Subset) -> list[str]:
+    """Packages with their own switches (FlashAttention-3's FLASH_ATTENTION_DISABLE_*): the plan's env does
+    the work; nothing in the tree changes."""
+    return [f"({subset.translation_units} units chosen by hopper/setup.py from the plan's environment)"]
+
+
+TRANSFORMS: dict[str, Callable[[Path, Subset], list[str]]] = {"flash_attn_2": _flash_attn_2, "env": _env_only}
+
+
+def apply_subset(tree: Path, subset: Subset) -> list[str]:
+    """Transform `tree` (a private copy) in place; returns the translation units left to compile."""
+    marker = tree / MARKER
+    if marker.exists():
+        done = json.loads(marker.read_text())
+        if done.get("subset") != subset.name:
+            raise SubsetError(f"{tree} already carries subset '{done.get('subset')}'; use a fresh copy")
+        return list(done["translation_units"])
+    units = TRANSFORMS[subset.transform](tree, subset)
+    if subset.transform != "env" and len(units) != subset.translation_units:
+        raise SubsetError(
+            f"subset '{subset.name}' left {len(units)} translation units, the recipe expects {subset.translation_units}"
+        )
+    marker.write_text(json.dumps({"subset": subset.name, "translation_units": units}, indent=1))
+    return units

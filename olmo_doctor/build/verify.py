@@ -1,0 +1,138 @@
+"""Verify installed kernels on the GPU and record which attention backend is faster for the trainer.
+
+`verify(...)` runs gpucheck.py under the target interpreter, judges its numbers, and merges the outcome into
+<user cache>/attention_backends.json (schema below), which `olmo` reads through `preferred_backend()`.
+
+    {"schema": 1,
+     "results": [{"gpu": "NVIDIA H200", "compute_capability": "9.0", "torch": "2.11.0+cu130",
+                  "package": "flash-attn", "version": "2.8.3.post2+olmo.hd128.bf16",
+                  "shape": {"batch": 4, "seq": 4096, "heads": 16, "head_dim": 128}, "dtype": "bfloat16",
+                  "causal": true, "kernel_ms": 3.44, "sdpa_ms": 2.09, "max_rel_error": 0.0019,
+                  "rel_error_bound": 0.02, "ok": true, "faster": "sdpa", "speedup": 1.65,
+                  "measured_at": "2026-11-29T20:00:00+00:00"}]}
+
+One result per (gpu, torch, package); a new measurement replaces the old one. `faster` is "sdpa" or the
+package name; `ok` is false when the kernel's error exceeded the bound or it failed its checks, and then the
+trainer must not pick it whatever its speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from olmo_doctor.resources import user_cache_dir
+
+SCHEMA = 1
+
+
+def state_path() -> Path:
+    return user_cache_dir() / "attention_backends.json"
+
+
+def judge(package: str, raw: dict[str, Any], subset_dims: list[int], subset_text: str = "") -> dict[str, Any]:
+    """Turn gpucheck's numbers into a recorded result with `ok`, `faster`, `speedup` and the reasons."""
+    problems = []
+    if raw["max_rel_error"] > raw["rel_error_bound"]:
+        problems.append(f"relative error {raw['max_rel_error']:.2e} exceeds {raw['rel_error_bound']:.0e}")
+    if raw.get("local_rel_error", 0.0) > raw["rel_error_bound"]:
+        problems.append(f"sliding-window relative error {raw['local_rel_error']:.2e} exceeds the bound")
+    outside = str(raw.get("outside_subset", ""))
+    if subset_dims and (outside in ("", "no error raised") or subset_text not in outside):
+        problems.append(f"a head dim outside the subset did not raise the subset error: {raw.get('outside_subset')}")
+    if package == "xformers" and not raw.get("cuda_build"):
+        problems.append("`python -m xformers.info` reports no CUDA build")
+    faster = "sdpa" if raw["sdpa_ms"] <= raw["kernel_ms"] else package
+    keep = (
+        "gpu",
+        "compute_capability",
+        "torch",
+        "version",
+        "shape",
+        "dtype",
+        "causal",
+        "kernel_ms",
+        "sdpa_ms",
+        "max_rel_error",
+        "rel_error_bound",
+        "local_rel_error",
+        "outside_subset",
+    )
+    return {
+        **{k: raw[k] for k in keep if k in raw},
+        "package": package,
+        "ok": not problems,
+        "problems": problems,
+        "faster": faster,
+        "speedup": round(max(raw["sdpa_ms"], raw["kernel_ms"]) / min(raw["sdpa_ms"], raw["kernel_ms"]), 3),
+        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def record(result: dict[str, Any], path: Path | None = None) -> Path:
+    """Merge one result into the state file (atomic write)."""
+    path = path or state_path()
+    try:
+        data = json.loads(path.read_text())
+        if data.get("schema") != SCHEMA:
+            data = {"schema": SCHEMA, "results": []}
+    except (OSError, ValueError):
+        data = {"schema": SCHEMA, "results": []}
+    same = ("gpu", "torch", "package")
+    data["results"] = [r for r in data["results"] if any(r.get(k) != result.get(k) for k in same)] + [result]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".attention_backends-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+    return path
+
+
+def preferred_backend(gpu: str, torch_version: str, path: Path | None = None) -> str:
+    """'flash-attn' or 'xformers' when a verified kernel beat SDPA on this GPU and torch, else 'sdpa'."""
+    try:
+        results = json.loads((path or state_path()).read_text()).get("results", [])
+    except (OSError, ValueError):
+        return "sdpa"
+    best, best_ms = "sdpa", None
+    for r in results:
+        mine = r.get("gpu") == gpu and r.get("torch") == torch_version
+        if mine and r.get("ok") and r.get("faster") != "sdpa" and (best_ms is None or r["kernel_ms"] < best_ms):
+            best, best_ms = r["package"], r["kernel_ms"]
+    return best
+
+
+def _failure(proc: subprocess.CompletedProcess[str]) -> str:
+    """The line that says why the check process failed: a signal, or the last error line of its stderr (warnings
+    print source lines after their message, so the plain last line is often not the error)."""
+    if proc.returncode < 0:
+        return f"the check process was killed by signal {-proc.returncode} (a crash inside the kernel?)"
+    lines = [ln.strip() for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    errors = [ln for ln in lines if re.search(r"(Error|Exception|error:|Aborted|terminate called)", ln)]
+    return (errors or lines or [f"exit code {proc.returncode}, no output"])[-1][:300]
+
+
+def verify(
+    package: str,
+    python: str,
+    subset_dims: list[int],
+    shape: str = "4,4096,16,128",
+    timeout: float = 600,
+    subset_text: str = "",
+) -> dict[str, Any]:
+    """Run the GPU check; returns the judged result (ok False with problems on any failure)."""
+    script = Path(__file__).with_name("gpucheck.py")
+    argv = [python, str(script), package, "--shape", shape, "--subset-dims", ",".join(map(str, subset_dims))]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"package": package, "ok": False, "problems": [f"GPU check did not run: {e}"]}
+    if proc.returncode != 0:
+        return {"package": package, "ok": False, "problems": [f"GPU check failed: {_failure(proc)}"]}
+    return judge(package, json.loads(proc.stdout.strip().splitlines()[-1]), subset_dims, subset_text)
