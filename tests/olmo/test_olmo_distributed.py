@@ -139,3 +139,18 @@ def test_init_from_loads_weights_only(
     with pytest.raises(Exception, match=r"holds a different model; set model.n_layers=2"):
         train(bad)
     assert torch.isfinite(ref_weights["lm_head.w_out.weight"]).all()
+
+
+def test_parallel_settings_are_validated(micro: Callable[..., TrainConfig], tmp_path: Path) -> None:
+    from olmo.config import ConfigError, validate
+
+    cfg = micro(tmp_path, tmp_path / "run")
+    for key, value, message in (("dp", "zero3", "parallel.dp 'zero3' is not one of: fsdp, ddp"),
+                                ("ac", "some", "parallel.ac 'some' is not one of: none, full, selective"),
+                                ("ac_every", 0, "parallel.ac_every must be a positive number")):
+        bad = micro(tmp_path, tmp_path / "run")
+        setattr(bad.parallel, key, value)
+        with pytest.raises(ConfigError, match=message):
+            validate(bad)
+    with pytest.raises(ConfigError, match=r"micro_batch_size \(4\) x devices \(3\); use 12$"):
+        validate(cfg, world_size=3)  # 8 sequences cannot split over 3 ranks of 4
