@@ -114,7 +114,8 @@ def bench(a: argparse.Namespace) -> int:
     one = measure(a, 1)
     many = measure(a, gpus)
     ratio = many["tokens_per_s"] / one["tokens_per_s"]
-    print(f"\nolmo2_1B shape, {a.batch} x {a.seq} tokens per GPU per step, bf16, {a.steps} timed steps after "
+    shape = "tiny model (--cpu-smoke), fp32" if a.cpu_smoke else "olmo2_1B shape, bf16"
+    print(f"\n{shape}, {a.batch} x {a.seq} tokens per GPU per step, {a.steps} timed steps after "
           f"{a.warmup} warm-up, compile={a.compile}, AC={a.ac}; {one['gpu']}, torch {one['torch']}")
     for r in (one, many):
         label = "1 GPU (one process)" if r["world_size"] == 1 else f"{r['world_size']} GPUs (torchrun, FSDP2)"

@@ -57,12 +57,15 @@ def step_dir_name(step: int) -> str:
 
 
 def rng_state() -> dict[str, Any]:
-    """Every RNG a training step may draw from, as JSON-able values."""
+    """Every RNG a training step may draw from, as JSON-able values. CUDA: the current device's generator only,
+    and only once CUDA is in use: asking for every device's state would open a CUDA context on every GPU from
+    every torchrun rank (hundreds of MB each, on GPUs other ranks train on)."""
     np_state = np.random.get_state()
     py_state = random.getstate()
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
     return {
         "torch": torch.get_rng_state().tolist(),
-        "cuda": [s.tolist() for s in torch.cuda.get_rng_state_all()] if torch.cuda.is_available() else [],
+        "cuda": [torch.cuda.get_rng_state().tolist()] if cuda else [],
         "numpy": [np_state[0], np_state[1].tolist(), *np_state[2:]],  # type: ignore[index]
         "python": [py_state[0], list(py_state[1]), py_state[2]],
     }
@@ -70,8 +73,8 @@ def rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
-    if state.get("cuda") and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
+    if len(state.get("cuda") or []) == 1 and torch.cuda.is_available():
+        torch.cuda.set_rng_state(torch.tensor(state["cuda"][0], dtype=torch.uint8))  # the current device's
     n = state["numpy"]
     np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), *n[2:]))
     p = state["python"]

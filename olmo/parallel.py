@@ -98,6 +98,8 @@ _OWN_GROUP = False  # True when init_distributed created the process group (then
 
 def init_distributed(world: World, device: torch.device) -> Any:
     """Join torchrun's process group and return a 1-D device mesh named "dp", or None for a single process."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # the current device: where RNG state, NCCL and caching allocator live
     if world.world_size == 1:
         return None
     from torch.distributed.device_mesh import init_device_mesh
@@ -106,7 +108,6 @@ def init_distributed(world: World, device: torch.device) -> Any:
     if not dist.is_initialized():
         _OWN_GROUP = True
         if device.type == "cuda":
-            torch.cuda.set_device(device)
             # NCCL moves the tensors; gloo carries CPU objects (checkpoint planning, RNG states, barriers).
             dist.init_process_group("cuda:nccl,cpu:gloo", device_id=device,
                                     timeout=datetime.timedelta(minutes=30))
