@@ -154,3 +154,18 @@ def test_parallel_settings_are_validated(micro: Callable[..., TrainConfig], tmp_
             validate(bad)
     with pytest.raises(ConfigError, match=r"micro_batch_size \(4\) x devices \(3\); use 12$"):
         validate(cfg, world_size=3)  # 8 sequences cannot split over 3 ranks of 4
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+def test_fsdp_on_two_gpus_matches_one(tiny_data: Path, tmp_path: Path, micro: Callable[..., TrainConfig]) -> None:
+    """NCCL instead of gloo, fp32 so the bound stays 1e-4 (TF32 is off for fp32 matmuls by default in torch)."""
+    cfg = _config(micro, tiny_data, tmp_path / "one")
+    cfg.device, cfg.precision, cfg.hard_stop = "cuda", "fp32", 3
+    one = train(cfg)
+    cfg.run_dir = str(tmp_path / "two")
+    out = torchrun(cfg, tmp_path)
+    assert "on 2 processes (fsdp)" in out
+    got = _losses(tmp_path / "two")
+    assert sorted(got) == [1, 2, 3]
+    assert all(abs(got[s] - one.losses[s - 1]) <= 1e-4 for s in got), (got, one.losses)
