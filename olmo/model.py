@@ -196,15 +196,16 @@ def init_whole(param: torch.Tensor, init: Callable[[torch.Tensor], object]) -> N
     """Run `init` on `param` as one whole tensor, even when it is an FSDP2 shard (a DTensor): every rank draws the
     full tensor from the same generator and keeps its own slice, so a model sharded before it is initialised
     (olmo/parallel.py builds on the meta device) starts bit-identical to an unsharded one from the same seed."""
-    from torch.distributed.tensor import DTensor, distribute_tensor
-
-    if not isinstance(param, DTensor):
+    if type(param) in (torch.Tensor, nn.Parameter):  # not sharded (and no torch.distributed import needed)
         init(param)
         return
+    from torch.distributed.tensor import distribute_tensor
+
     full = torch.empty(param.shape, dtype=param.dtype, device=param.device)
     init(full)
-    mine = distribute_tensor(full, param.device_mesh, param.placements, src_data_rank=None)  # a local slice, no comm
-    param.to_local().copy_(mine.to_local())
+    mine = distribute_tensor(full, param.device_mesh, param.placements,  # type: ignore[attr-defined]
+                             src_data_rank=None)  # this rank's slice, cut locally: no communication
+    param.to_local().copy_(mine.to_local())  # type: ignore[attr-defined]
 
 
 def build_model(cfg: ModelConfig, device: torch.device, seed: int) -> Transformer:

@@ -225,9 +225,11 @@ def clip_grad_norm_(params: Sequence[torch.Tensor], max_norm: float) -> torch.Te
     """Clip to a global grad norm and return the norm before clipping. Under FSDP2 the grads are shards (DTensors)
     and the per-shard norms are partial sums, so the total is reduced over the ranks before clipping (as
     torchtitan's clip_grad_norm_ does); max_norm may be inf (no clipping, the norm is still reported)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if all(type(g) is torch.Tensor for g in grads):  # one process or DDP: torch's own, in any torch version
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
     from torch.distributed.tensor import DTensor
 
-    grads = [p.grad for p in params if p.grad is not None]
     total = torch.nn.utils.get_total_norm(grads, foreach=None)
     if isinstance(total, DTensor):
         total = total.full_tensor()
