@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="olmo",
-    help="Train OLMo 2/3 models: tokenize documents into shards, validate shards, train (or smoke-test) a model.",
+    help="Train OLMo 2/3 models: tokenize documents into shards, validate shards, train (or smoke-test) a model, "
+         "convert checkpoints to and from Hugging Face.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
