@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU-machine runs behind bench/RESULTS.md, in one go (one lease). From the repo root on an H200 box:
-#   bash bench/gpu_suite.sh [doctor|train|all]
+#   bash bench/gpu_suite.sh [doctor|train|kernels|all]     (kernels needs the sdist in .bench/, carried)
 # Results go to $OUT (the device tool's output folder) or ./bench-out. Carried wheels in .whl/ (OLMo-core and its
 # pure-Python deps) are installed into /tmp/site; our package is installed editable without touching the image's
 # packages.
@@ -25,4 +25,11 @@ if [ "$what" = doctor ] || [ "$what" = all ]; then
 fi
 if [ "$what" = train ] || [ "$what" = all ]; then
   echo "== train throughput"; python3 bench/train_throughput.py --out "$out/train_throughput.jsonl"
+fi
+if [ "$what" = kernels ] || [ "$what" = all ]; then
+  echo "== build-kernels --subset olmo"
+  python3 bench/build_kernels.py --sdist .bench/flash_attn-2.8.3.post2.tar.gz --keep-cache \
+    --json "$out/build_kernels.json" >"$out/build_kernels.log" 2>&1; echo "exit $?"
+  grep -E "GPU check|PASS|FAIL|end to end|faster" "$out/build_kernels.log"
+  find /tmp -path '*olmo-bench-cache-*' -name 'flash_attn-*olmo*.whl' -exec cp {} "$out/" \; 2>/dev/null
 fi

@@ -71,7 +71,7 @@ def area_lines(facts: Mapping[str, FactValue]) -> dict[str, str]:
     return {
         "GPU": gpu,
         "CUDA": cuda,
-        "Compiler": f"g++ {_v(f, 'gcc.version')} ({_v(f, 'gcc.path')})",
+        "Compiler": f"g++ {_v(f, 'gcc.version')}" + (f" ({f['gcc.path']})" if f.get("gcc.path") else ""),
         "C libraries": f"glibc {_v(f, 'glibc.version')}, libstdc++ up to GLIBCXX_{_v(f, 'libstdcxx.glibcxx_max')}",
         "Machine": (f"{_v(f, 'cpu.count')} CPUs, {_v(f, 'mem.available_gb')}/{_v(f, 'mem.total_gb')} GB RAM free, "
                     f"/dev/shm {_v(f, 'shm.size_gb')} GB, disk {_v(f, 'disk.free_gb')} GB free, nofile "

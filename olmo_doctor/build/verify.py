@@ -112,7 +112,9 @@ def _failure(proc: subprocess.CompletedProcess[str]) -> str:
     """The line that says why the check process failed: a signal, or the last error line of its stderr (warnings
     print source lines after their message, so the plain last line is often not the error)."""
     if proc.returncode < 0:
-        return f"the check process was killed by signal {-proc.returncode} (a crash inside the kernel?)"
+        where = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip().startswith("File ")][:1]
+        return (f"the check process was killed by signal {-proc.returncode} (a crash inside the kernel)"
+                + (f" at {where[0]}" if where else ""))
     lines = [ln.strip() for ln in proc.stderr.strip().splitlines() if ln.strip()]
     errors = [ln for ln in lines if re.search(r"(Error|Exception|error:|Aborted|terminate called)", ln)]
     return (errors or lines or [f"exit code {proc.returncode}, no output"])[-1][:300]
@@ -128,7 +130,9 @@ def verify(
 ) -> dict[str, Any]:
     """Run the GPU check; returns the judged result (ok False with problems on any failure)."""
     script = Path(__file__).with_name("gpucheck.py")
-    argv = [python, str(script), package, "--shape", shape, "--subset-dims", ",".join(map(str, subset_dims))]
+    # -X faulthandler: a crash inside a kernel prints the Python line it happened on instead of nothing
+    argv = [python, "-X", "faulthandler", str(script), package, "--shape", shape,
+            "--subset-dims", ",".join(map(str, subset_dims))]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.SubprocessError) as e:
