@@ -1,40 +1,54 @@
-"""Atomic checkpoints with exact resume.
+"""Atomic, resharding checkpoints with exact resume, through torch.distributed.checkpoint (DCP).
 
 Layout (`run_dir/checkpoints/`):
 
-    step-000100/            model.pt  optim.pt  train_state.json
+    step-000100/            .metadata  __0_0.distcp  __1_0.distcp ...  train_state.json
     step-000200/            ...
     latest                  a one-line text file naming the newest complete checkpoint ("step-000200")
 
-A save writes everything into `step-000200-tmp/`, fsyncs each file and the directory, renames the directory to
-`step-000200`, fsyncs the parent, and only then replaces `latest` (temp file + rename). A SIGKILL at any moment
-therefore leaves `latest` naming a complete checkpoint: the new one or the previous one. Old checkpoints beyond
-`keep_last_n` are renamed aside before deletion, so a half-deleted one is never mistaken for a real one.
+Weights and AdamW state are one DCP checkpoint (keys `model.<param name>` and `optim.state.<param name>...`):
+every rank writes its own shards (`__<rank>_0.distcp`) and rank 0 the `.metadata` that maps each tensor's
+pieces to files. DCP reshards on load, so a checkpoint saved by N processes loads into M processes, FSDP2 or
+DDP or a single process (`load_model_state` reads the whole model with no process group at all).
 
-`train_state.json` holds what a resume needs besides the weights: the step, tokens seen, the data loader's
-position, the torch / CUDA / numpy / python RNG states, the config, and an ISO-8601 timestamp.
+Atomic, for one process or many: rank 0 clears leftovers and makes `step-000200-tmp/`, a barrier, every rank
+writes and fsyncs its files there (DCP's sync_files), DCP's closing collective waits until `.metadata` is
+written, then rank 0 writes train_state.json, fsyncs the directory, renames it to `step-000200`, fsyncs the
+parent, and only then replaces `latest` (temp file + rename); a last barrier keeps any rank from running ahead
+of the rename. A SIGKILL at any moment leaves `latest` naming a complete checkpoint: the new or the previous
+one. Old checkpoints beyond `keep_last_n` are renamed aside before deletion. With several nodes, run_dir must
+be on a filesystem they all share (train.py checks this at start-up).
+
+`train_state.json` holds what a resume needs besides tensors: the step, tokens seen, the data loader's position
+(global, the same on every rank), the config, the world size, every rank's torch / CUDA / numpy / python RNG
+states (`rng` is rank 0's, `rng_ranks` all of them) and an ISO-8601 timestamp.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import re
 import shutil
 import time
+import warnings
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
-from olmo.fsutil import atomic_write_bytes, fsync_dir, fsync_file, remove_tree
+from olmo.fsutil import atomic_write_bytes, fsync_dir, remove_tree
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
-MODEL, OPTIM, TRAIN_STATE = "model.pt", "optim.pt", "train_state.json"
+TRAIN_STATE, METADATA = "train_state.json", ".metadata"
+MODEL, OPTIM = "model", "optim"  # top-level keys in the DCP state dict
 STEP_RE = re.compile(r"^step-(\d+)$")
 
 
@@ -43,12 +57,15 @@ def step_dir_name(step: int) -> str:
 
 
 def rng_state() -> dict[str, Any]:
-    """Every RNG a training step may draw from, as JSON-able values."""
+    """Every RNG a training step may draw from, as JSON-able values. CUDA: the current device's generator only,
+    and only once CUDA is in use: asking for every device's state would open a CUDA context on every GPU from
+    every torchrun rank (hundreds of MB each, on GPUs other ranks train on)."""
     np_state = np.random.get_state()
     py_state = random.getstate()
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
     return {
         "torch": torch.get_rng_state().tolist(),
-        "cuda": [s.tolist() for s in torch.cuda.get_rng_state_all()] if torch.cuda.is_available() else [],
+        "cuda": [torch.cuda.get_rng_state().tolist()] if cuda else [],
         "numpy": [np_state[0], np_state[1].tolist(), *np_state[2:]],  # type: ignore[index]
         "python": [py_state[0], list(py_state[1]), py_state[2]],
     }
@@ -56,50 +73,90 @@ def rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
-    if state.get("cuda") and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
+    if len(state.get("cuda") or []) == 1 and torch.cuda.is_available():
+        torch.cuda.set_rng_state(torch.tensor(state["cuda"][0], dtype=torch.uint8))  # the current device's
     n = state["numpy"]
     np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), *n[2:]))
     p = state["python"]
     random.setstate((p[0], tuple(p[1]), p[2]))
 
 
-def _save_torch(obj: Any, path: Path) -> None:
-    torch.save(obj, path)
-    fsync_file(path)
+def _rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def _barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def _state_dicts(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
+    """{model: ..., optim: ...} keyed by parameter names (sharded DTensors under FSDP2, plain tensors otherwise)."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    sd: dict[str, Any] = {MODEL: get_model_state_dict(model)}
+    if optimizer is not None:
+        sd[OPTIM] = get_optimizer_state_dict(model, optimizer)
+    return sd
+
+
+@contextlib.contextmanager
+def _single_process_ok() -> Iterator[None]:
+    """DCP warns "assuming the intent is to save/load in a single process" without a process group: it is."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*in a single process.*")
+        yield
+
+
+def _gather_rng() -> list[dict[str, Any]]:
+    if not dist.is_initialized():
+        return [rng_state()]
+    states: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(states, rng_state())
+    return states
 
 
 def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
          train_state: dict[str, Any], keep_last_n: int = 0) -> Path:
-    """Write checkpoint `step` atomically, point `latest` at it, then drop the oldest beyond `keep_last_n`."""
+    """Write checkpoint `step` atomically, point `latest` at it, then drop the oldest beyond `keep_last_n`.
+    Collective under torchrun: every rank calls it; rank 0 does the directory work."""
+    import torch.distributed.checkpoint as dcp
+
     root = run_dir / CHECKPOINTS
-    root.mkdir(parents=True, exist_ok=True)
     final = root / step_dir_name(step)
     tmp = root / f"{final.name}-tmp"
-    _remove_leftovers(root)
-    tmp.mkdir()
-    _save_torch(model.state_dict(), tmp / MODEL)
-    _save_torch(optimizer.state_dict(), tmp / OPTIM)
-    state = dict(train_state, step=step, rng=rng_state(),
-                 saved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                 files={name: (tmp / name).stat().st_size for name in (MODEL, OPTIM)})
-    atomic_write_bytes(tmp / TRAIN_STATE, json.dumps(state).encode())
-    fsync_dir(tmp)
-    if final.exists():  # the same step saved again (e.g. a rerun after resuming from an older checkpoint)
-        remove_tree(final)
-    os.rename(tmp, final)
-    fsync_dir(root)
-    atomic_write_bytes(root / LATEST, (final.name + "\n").encode())
-    if keep_last_n > 0:
-        for old in complete_checkpoints(run_dir)[:-keep_last_n]:
-            if old != final:
-                remove_tree(old)
+    main = _rank() == 0
+    if main:
+        root.mkdir(parents=True, exist_ok=True)
+        _remove_leftovers(root)
+        tmp.mkdir()
+    _barrier()  # OLMo-core: after clearing a directory, a barrier, so no rank writes into it before it is fresh
+    writer = dcp.FileSystemWriter(tmp, sync_files=True)
+    with _single_process_ok():
+        dcp.save(_state_dicts(model, optimizer), storage_writer=writer, no_dist=not dist.is_initialized())
+    rngs = _gather_rng()
+    if main:
+        files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
+        state = dict(train_state, step=step, rng=rngs[0], rng_ranks=rngs,
+                     saved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=files)
+        atomic_write_bytes(tmp / TRAIN_STATE, json.dumps(state).encode())
+        fsync_dir(tmp)
+        if final.exists():  # the same step saved again (e.g. a rerun after resuming from an older checkpoint)
+            remove_tree(final)
+        os.rename(tmp, final)
+        fsync_dir(root)
+        atomic_write_bytes(root / LATEST, (final.name + "\n").encode())
+        if keep_last_n > 0:
+            for old in complete_checkpoints(run_dir)[:-keep_last_n]:
+                if old != final:
+                    remove_tree(old)
+    _barrier()
     return final
 
 
 def _remove_leftovers(root: Path) -> None:
     """Delete what a killed save or purge leaves behind: `-tmp` and `-deleting` dirs, temp pointer files.
-    Only one process saves into a run_dir at a time, so anything unfinished here is dead."""
+    Only one run (rank 0 of it) saves into a run_dir at a time, so anything unfinished here is dead."""
     for p in root.iterdir():
         if p.is_dir() and (p.name.endswith("-tmp") or p.name.endswith("-deleting")):
             shutil.rmtree(p)
@@ -134,11 +191,14 @@ def read_state(path: Path) -> dict[str, Any]:
 
 
 def verify(path: Path) -> str | None:
-    """None if the checkpoint at `path` is whole (state parses, files have their recorded sizes), else why not."""
+    """None if the checkpoint at `path` is whole (state parses, DCP metadata is there, files have their recorded
+    sizes), else why not."""
     try:
         state = json.loads((path / TRAIN_STATE).read_text())
     except (OSError, json.JSONDecodeError) as e:
         return f"{TRAIN_STATE}: {e}"
+    if not (path / METADATA).is_file():
+        return f"{METADATA} is missing (not a torch.distributed.checkpoint directory)"
     for name, size in state.get("files", {}).items():
         actual = (path / name).stat().st_size if (path / name).is_file() else -1
         if actual != size:
@@ -146,17 +206,97 @@ def verify(path: Path) -> str | None:
     return None
 
 
-def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
-         device: torch.device) -> dict[str, Any]:
-    """Restore weights (and optimizer state) from `path`; returns train_state (RNGs are restored by the caller
-    with `set_rng_state` once everything else that draws random numbers is built)."""
+def _dcp_load(state_dict: dict[str, Any], path: Path) -> None:
+    import torch.distributed.checkpoint as dcp
+
+    with _single_process_ok():
+        dcp.load(state_dict, storage_reader=dcp.FileSystemReader(path), no_dist=not dist.is_initialized())
+
+
+def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
+    """Restore weights (and the optimizer state, when `optimizer` is given) from `path` into a model wrapped any
+    way at any world size; returns train_state. RNGs are restored by the caller (`restore_rng`) once everything
+    else that draws random numbers is built."""
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+
     problem = verify(path)
     if problem:
         raise RuntimeError(f"checkpoint {path} is damaged: {problem}")
     t0 = time.perf_counter()
-    model.load_state_dict(torch.load(path / MODEL, map_location=device, weights_only=True))
+    sd = _state_dicts(model, optimizer)
+    _dcp_load(sd, path)
+    set_model_state_dict(model, sd[MODEL])
     if optimizer is not None:
-        optimizer.load_state_dict(torch.load(path / OPTIM, map_location=device, weights_only=True))
+        set_optimizer_state_dict(model, optimizer, sd[OPTIM])
     state: dict[str, Any] = json.loads((path / TRAIN_STATE).read_text())
     state["load_seconds"] = time.perf_counter() - t0
     return state
+
+
+def restore_rng(state: dict[str, Any], rank: int, world_size: int) -> bool:
+    """Put this rank's RNG states back when the checkpoint was saved at the same world size (as OLMo-core does;
+    at another size there is no rank to take them from). Training draws no random numbers after the model is
+    initialised (no dropout; the data order is seeded separately), so this only matters for exact replay."""
+    ranks = state.get("rng_ranks") or [state["rng"]]
+    if len(ranks) != world_size:
+        return False
+    set_rng_state(ranks[rank])
+    return True
+
+
+def load_model_state(path: Path, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+    """The whole model's weights from a checkpoint, in one process with no process group (export, tests):
+    tensors are allocated from the checkpoint's own metadata, so no model needs to be built first."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    problem = verify(path)
+    if problem:
+        raise RuntimeError(f"checkpoint {path} is damaged: {problem}")
+    meta = dcp.FileSystemReader(path).read_metadata()
+    prefix = MODEL + "."
+    sd = {k[len(prefix):]: torch.empty(tuple(m.size), dtype=m.properties.dtype)
+          for k, m in meta.state_dict_metadata.items()
+          if k.startswith(prefix) and isinstance(m, TensorStorageMetadata)}
+    _dcp_load({MODEL: sd}, path)
+    return {k: v.to(dtype) for k, v in sd.items()} if dtype else sd
+
+
+def save_weights(path: Path, weights: dict[str, torch.Tensor], train_state: dict[str, Any],
+                 extra: dict[str, bytes] | None = None, overwrite: bool = False) -> None:
+    """Write a weights-only checkpoint (no optimizer state) at `path`, plus `extra` files, atomically (a temp dir
+    renamed into place): `olmo import-hf` makes these; `olmo train --init-from` and `olmo export-hf` read them."""
+    import torch.distributed.checkpoint as dcp
+
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        with _single_process_ok():
+            dcp.save({MODEL: weights}, storage_writer=dcp.FileSystemWriter(tmp, sync_files=True), no_dist=True)
+        for name, data in (extra or {}).items():
+            atomic_write_bytes(tmp / name, data)
+        files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
+        state = dict(train_state, saved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=files)
+        atomic_write_bytes(tmp / TRAIN_STATE, json.dumps(state).encode())
+        fsync_dir(tmp)
+        if path.exists():
+            if not overwrite:
+                raise FileExistsError(path)
+            remove_tree(path)
+        os.rename(tmp, path)
+        fsync_dir(path.parent)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def resolve(path: Path) -> Path:
+    """A checkpoint dir as given, or the latest checkpoint of a run dir; FileNotFoundError if neither."""
+    if (path / TRAIN_STATE).is_file():
+        return path
+    found = latest(path)
+    if found is None:
+        raise FileNotFoundError(path)
+    return found

@@ -4,6 +4,9 @@
     olmo validate-shards data/tokens
     olmo train recipes/olmo2_60m.yaml --set data.paths=[data/tokens]
     olmo train --smoke
+    torchrun --nproc-per-node 8 -m olmo train recipes/olmo2_1b.yaml      # FSDP2 over 8 GPUs (parallel.dp)
+    olmo export-hf runs/olmo/checkpoints/step-001000 hf/my-olmo
+    olmo import-hf path/to/OLMo-2-0425-1B ckpt/olmo2-1b && olmo train ckpt/olmo2-1b/recipe.yaml --set ...
 
 Exit codes: 0 all clear, 1 problems found (corrupt shards, doctor errors, a failed run), 2 bad input or usage
 (one line on stderr, `olmo: ...`, never a traceback).
@@ -11,6 +14,7 @@ Exit codes: 0 all clear, 1 problems found (corrupt shards, doctor errors, a fail
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -28,7 +32,8 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="olmo",
-    help="Train OLMo 2/3 models: tokenize documents into shards, validate shards, train (or smoke-test) a model.",
+    help="Train OLMo 2/3 models: tokenize documents into shards, validate shards, train (or smoke-test) a model, "
+         "convert checkpoints to and from Hugging Face.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -169,7 +174,11 @@ def validate_shards(
 
 
 def doctor_gate(plan_device: str, skip: bool) -> None:
-    """Refuse to train on a machine `olmo-doctor check --scope train` finds errors on (exit 1)."""
+    """Refuse to train on a machine `olmo-doctor check --scope train` finds errors on (exit 1). Under torchrun
+    only the first process of each node checks (the machine is the same for all of them); if it refuses,
+    torchrun stops the other processes."""
+    if int(os.environ.get("LOCAL_RANK", 0)) != 0:
+        return
     if skip:
         err.print("[bold red]WARNING: --skip-doctor: training without checking this machine. Failures from a broken "
                   "CUDA/driver/kernel stack will show up mid-run instead of here.[/]")
@@ -227,6 +236,9 @@ def train_cmd(
     = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved config and model size; do not "
                                           "train.")] = False,
+    init_from: Annotated[str | None, typer.Option("--init-from", help="Start from the weights of this checkpoint or "
+                                                  "run dir (e.g. made by `olmo import-hf`); fresh optimizer and "
+                                                  "step 0.")] = None,
 ) -> None:
     """Train a model from a recipe (checks the machine with olmo-doctor first), or run the smoke test."""
     if smoke:
@@ -245,6 +257,8 @@ def train_cmd(
     from olmo.recipe import load_recipe, to_yaml
 
     cfg = load_recipe(recipe, (set_ or []) + ([f"device={device}"] if device else []))
+    if init_from:
+        cfg.init_from = init_from
     validate(cfg, world_from_env().world_size)
     if not dry_run:
         from olmo.train import preflight
@@ -267,7 +281,57 @@ def train_cmd(
         err.print(f"olmo: {e}", markup=False)
         raise typer.Exit(1) from None
     ev = f", eval loss {res.eval_loss:.4f}" if res.eval_loss is not None else ""
-    out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}")
+    if world_from_env().is_main:
+        out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}")
+
+
+@app.command("export-hf")
+def export_hf_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint dir (runs/x/checkpoints/step-001000) or a run dir "
+                                               "(its latest checkpoint).")],
+    out_dir: Annotated[Path, typer.Argument(help="Where to write the Hugging Face model folder.")],
+    tokenizer: Annotated[Path | None, typer.Option(help="tokenizer.json to ship (default: the one the training "
+                                                   "data was tokenized with, from its manifest).")] = None,
+    dtype: Annotated[str, typer.Option(help="float32 (exact: the master weights) or bfloat16 (half the size).")]
+    = "float32",
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing OUT_DIR.")] = False,
+) -> None:
+    """Write a checkpoint as a Hugging Face model (Olmo2ForCausalLM, or Olmo3ForCausalLM with sliding windows)."""
+    import torch
+
+    from olmo import hf
+    from olmo.checkpoint import resolve
+
+    dtypes = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+    if dtype not in dtypes:
+        raise UsageError(f"--dtype {dtype} is not one of: float32, bfloat16")
+    try:
+        path = resolve(checkpoint)
+    except FileNotFoundError:
+        raise UsageError(f"{checkpoint} is not a checkpoint or a run dir with checkpoints") from None
+    hf.export_hf(path, out_dir, tokenizer, dtypes[dtype], overwrite)
+    conf = json.loads((out_dir / "config.json").read_text())
+    out.print(f"wrote {conf['architectures'][0]} from {path} to {out_dir} ({dtype}); load it with "
+              f"transformers.AutoModelForCausalLM.from_pretrained('{out_dir}')", markup=False)
+
+
+@app.command("import-hf")
+def import_hf_cmd(
+    hf_dir: Annotated[Path, typer.Argument(help="A Hugging Face OLMo 2/3 model folder (config.json + safetensors), "
+                                           "e.g. from `hf download allenai/OLMo-2-0425-1B --local-dir DIR`.")],
+    out_checkpoint: Annotated[Path, typer.Argument(help="Where to write the checkpoint (with recipe.yaml and "
+                                                   "tokenizer.json).")],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing OUT_CHECKPOINT.")] = False,
+) -> None:
+    """Turn a Hugging Face OLMo 2/3 model into a checkpoint to fine-tune (`olmo train OUT/recipe.yaml`)."""
+    from olmo import hf
+
+    if not hf_dir.is_dir():
+        raise UsageError(f"{hf_dir} is not a directory; give a Hugging Face model folder")
+    path, model = hf.import_hf(hf_dir, out_checkpoint, overwrite)
+    out.print(f"wrote {path}: {model.num_params() / 1e6:,.1f}M parameters, {model.n_layers} layers; fine-tune with\n"
+              f"  olmo prepare-data -i docs.jsonl -o data/ft -t {path / 'tokenizer.json'}\n"
+              f"  olmo train {path / 'recipe.yaml'} --set data.paths=[data/ft]", markup=False)
 
 
 def main() -> None:

@@ -201,18 +201,40 @@ SCHEDULES = ("cosine", "linear", "constant")
 
 
 @dataclass
+class ParallelConfig:
+    """How the model is spread over the processes `torchrun` starts, and what it recomputes to save memory.
+
+    Data parallelism applies only when there is more than one process; activation checkpointing applies always."""
+
+    dp: str = "fsdp"  # fsdp: FSDP2, parameters/grads/AdamW state sharded | ddp: replicated, grads all-reduced
+    ac: str = "none"  # activation checkpointing: none | full (every block) | selective (every ac_every-th block)
+    ac_every: int = 2  # with ac=selective: checkpoint blocks 0, N, 2N, ... (N=2 saves about half the activations)
+    reshard_after_forward: bool = True  # fsdp: free gathered params after forward (ZeRO-3); false keeps them until
+    # backward (ZeRO-2 style: one all-gather per step less, one block's full params more memory)
+    sync_every_micro_batch: bool = False  # reduce grads after every micro-batch instead of only the last one (less
+    # memory under fsdp with grad accumulation, more communication)
+
+
+DP_MODES = ("fsdp", "ddp")
+AC_MODES = ("none", "full", "selective")
+
+
+@dataclass
 class TrainConfig:
     """One training run: what to train, on what, how, and where its outputs go."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
     run_dir: str = "runs/olmo"  # metrics.jsonl, config.yaml and checkpoints/ go here
     steps: int = 1000  # optimizer steps; the schedule spans exactly this many
     hard_stop: int | None = None  # stop early at this step (e.g. a job time limit) without changing the schedule
     global_batch_size: int = 64  # sequences per optimizer step, summed over devices and micro-batches
     micro_batch_size: int = 8  # sequences per forward/backward on one device
     seed: int = 0  # model init and torch/numpy/python RNGs
+    init_from: str | None = None  # start from these weights (a checkpoint or run dir, e.g. from `olmo import-hf`);
+    # step, optimizer and data order start fresh. Ignored once run_dir has its own checkpoint (--resume wins).
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: str = "auto"  # auto (bf16 autocast on CUDA, fp32 on CPU) | bf16 | fp32
     compile: bool = False  # torch.compile each block
@@ -276,6 +298,13 @@ def validate(cfg: TrainConfig, world_size: int = 1) -> None:
         raise ConfigError(f"optim.schedule '{o.schedule}' is not one of: {', '.join(SCHEDULES)}")
     if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
         raise ConfigError(f"optim.betas must be two numbers in [0, 1) (got {o.betas})")
+    par = cfg.parallel
+    if par.dp not in DP_MODES:
+        raise ConfigError(f"parallel.dp '{par.dp}' is not one of: {', '.join(DP_MODES)}")
+    if par.ac not in AC_MODES:
+        raise ConfigError(f"parallel.ac '{par.ac}' is not one of: {', '.join(AC_MODES)}")
+    if par.ac_every < 1:
+        raise ConfigError(f"parallel.ac_every must be a positive number (got {par.ac_every})")
     if cfg.precision not in ("auto", "bf16", "fp32"):
         raise ConfigError(f"precision '{cfg.precision}' is not one of: auto, bf16, fp32")
     from olmo.attention import BACKENDS

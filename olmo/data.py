@@ -165,6 +165,10 @@ class DataLoader:
 
 def eval_batches(windows: TokenWindows, indices: np.ndarray, micro_batch: int, max_batches: int,
                  rank: int = 0, world_size: int = 1) -> list[torch.Tensor]:
-    """The first `max_batches` micro-batches of the held-out windows, in a fixed order (the same every eval)."""
-    mine = indices[rank::world_size][: max_batches * micro_batch]
+    """This rank's micro-batches of the eval set: the first `max_batches * micro_batch` held-out windows in a
+    fixed order (the same every eval and for any world size), cut to a multiple of the world size and split by
+    stride, so every rank runs the same number of forwards and the mean over all ranks is the same eval."""
+    chosen = indices[: max_batches * micro_batch]
+    chosen = chosen[: len(chosen) - len(chosen) % world_size]
+    mine = chosen[rank::world_size]
     return [windows.get(mine[i:i + micro_batch]) for i in range(0, len(mine), micro_batch)]

@@ -17,6 +17,8 @@ Parameter names are OLMo-core's, so a state dict converts 1:1 (and to Hugging Fa
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -186,7 +188,24 @@ class Transformer(nn.Module):
             if isinstance(module, RMSNorm):
                 module.reset_parameters()
             elif isinstance(module, nn.Embedding | nn.Linear):
-                nn.init.trunc_normal_(module.weight, mean=0.0, std=std, a=-3 * std, b=3 * std, generator=gen)
+                init_whole(module.weight, lambda t: nn.init.trunc_normal_(t, mean=0.0, std=std, a=-3 * std,
+                                                                          b=3 * std, generator=gen))
+
+
+def init_whole(param: torch.Tensor, init: Callable[[torch.Tensor], object]) -> None:
+    """Run `init` on `param` as one whole tensor, even when it is an FSDP2 shard (a DTensor): every rank draws the
+    full tensor from the same generator and keeps its own slice, so a model sharded before it is initialised
+    (olmo/parallel.py builds on the meta device) starts bit-identical to an unsharded one from the same seed."""
+    if type(param) in (torch.Tensor, nn.Parameter):  # not sharded (and no torch.distributed import needed)
+        init(param)
+        return
+    from torch.distributed.tensor import distribute_tensor
+
+    full = torch.empty(param.shape, dtype=param.dtype, device=param.device)
+    init(full)
+    mine = distribute_tensor(full, param.device_mesh, param.placements,  # type: ignore[attr-defined]
+                             src_data_rank=None)  # this rank's slice, cut locally: no communication
+    param.to_local().copy_(mine.to_local())  # type: ignore[attr-defined]
 
 
 def build_model(cfg: ModelConfig, device: torch.device, seed: int) -> Transformer:

@@ -33,7 +33,9 @@ def clip_and_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_
     fused = all(g.get("fused") for g in optimizer.param_groups)
     plain = all(type(p.grad) is torch.Tensor for p in params)  # DTensor gradients (FSDP2) take the generic path
     if not (fused and plain and math.isfinite(max_norm)):
-        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        from olmo.parallel import clip_grad_norm_  # DTensor-aware: FSDP2's per-shard norms summed over ranks
+
+        norm = clip_grad_norm_(params, max_norm)
         optimizer.step()
         return norm
     norm = torch.nn.utils.get_total_norm([p.grad for p in params])  # type: ignore[misc]

@@ -1,22 +1,37 @@
 """Where the model runs and how it is wrapped: free functions applied to a plain model, in one documented order.
 
-    parallelize(model, cfg):  activation checkpointing -> compile -> FSDP2 / DDP
+    build_parallel_model(cfg, world, device, mesh):
+        Transformer on the meta device (no memory)
+        -> apply_ac        activation checkpointing: wrap the chosen blocks
+        -> apply_compile   torch.compile each block, when cfg.compile (the slot the speed work fills)
+        -> apply_fsdp      FSDP2: fully_shard the embedding, each block, the head, then the root
+                           | apply_ddp: replicate the whole model
+        -> allocate on the device and initialise (each FSDP2 shard gets its slice of the full init)
 
-The order matters (torchtitan's parallelize_llama explains it): compile wraps each block after activation
-checkpointing has wrapped it, and data parallelism shards or replicates the compiled blocks last. This build
-applies compile; activation checkpointing and FSDP2/DDP through torchrun are the next step and slot in here as
-`apply_ac` and `apply_fsdp` / `apply_ddp` without touching the model or the loop.
+The order is torchtitan's (parallelize_llama): compile wraps a block after activation checkpointing has wrapped
+it, so the recomputation is compiled too, and data parallelism shards or replicates the finished blocks last, so
+FSDP2's per-block all-gathers line up with the compiled regions. Every function takes a plain `Transformer` and
+changes it in place; parameter names stay `blocks.3.attention.w_q.weight` (checkpoint_wrapper strips its prefix
+from state dicts; `Module.compile` and the composable FSDP2/replicate APIs add none), so checkpoints do not depend
+on how a run was wrapped.
+
+Launch: `torchrun --nproc-per-node N -m olmo train RECIPE` sets RANK / LOCAL_RANK / WORLD_SIZE / MASTER_ADDR;
+`init_distributed` joins that process group (NCCL for GPUs plus gloo for CPU-side objects; gloo alone on CPUs).
 """
 
 from __future__ import annotations
 
+import datetime
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from olmo.config import ConfigError, TrainConfig
-from olmo.model import Transformer
+from olmo.model import Transformer, build_model
 
 
 @dataclass(frozen=True)
@@ -24,6 +39,11 @@ class World:
     rank: int = 0
     local_rank: int = 0
     world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 logs, writes metrics and finishes checkpoints; the other ranks only compute."""
+        return self.rank == 0
 
 
 def world_from_env() -> World:
@@ -33,7 +53,8 @@ def world_from_env() -> World:
 
 
 def resolve_device(name: str, world: World) -> torch.device:
-    """`auto` is this rank's GPU when CUDA works, else the CPU; an explicit cuda without CUDA is a usage error."""
+    """`auto` is this rank's GPU when CUDA works, else the CPU; an explicit cuda without CUDA is a usage error.
+    Under torchrun, `cuda` means this process's GPU (LOCAL_RANK), never GPU 0 for everyone."""
     if name == "auto":
         return torch.device("cuda", world.local_rank) if torch.cuda.is_available() else torch.device("cpu")
     try:
@@ -44,29 +65,173 @@ def resolve_device(name: str, world: World) -> torch.device:
         if not torch.cuda.is_available():
             raise ConfigError(f"device is '{name}' but torch cannot use CUDA here; run `olmo-doctor check` "
                               "or set device=cpu")
+        if world.world_size > 1:
+            device = torch.device("cuda", world.local_rank)
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(f"device '{name}' does not exist: {torch.cuda.device_count()} GPU(s) visible")
+            raise ConfigError(f"device '{device}' does not exist: {torch.cuda.device_count()} GPU(s) visible "
+                              "(under torchrun, --nproc-per-node must not exceed the GPUs on the node)")
     return device
 
 
-def autocast_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
-    """bf16 autocast on GPUs (fp32 master weights and optimizer state), none (plain fp32) on the CPU."""
+def uses_fsdp(cfg: TrainConfig, world: World) -> bool:
+    return world.world_size > 1 and cfg.parallel.dp == "fsdp"
+
+
+def compute_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
+    """bf16 on GPUs (fp32 master weights and optimizer state), none (plain fp32) on the CPU."""
     if cfg.precision == "fp32" or (cfg.precision == "auto" and device.type != "cuda"):
         return None
     return torch.bfloat16
 
 
+def autocast_dtype(cfg: TrainConfig, device: torch.device, world: World | None = None) -> torch.dtype | None:
+    """The autocast dtype of the step, or None. Under FSDP2 the bf16 copy of each weight is made when it is
+    gathered (MixedPrecisionPolicy), as OLMo-core and torchtitan do, so autocast would only add dispatch cost."""
+    if world is not None and uses_fsdp(cfg, world):
+        return None
+    return compute_dtype(cfg, device)
+
+
+# ------------------------------------------------------------------------------------------ the process group
+_OWN_GROUP = False  # True when init_distributed created the process group (then shutdown destroys it)
+
+
+def init_distributed(world: World, device: torch.device) -> Any:
+    """Join torchrun's process group and return a 1-D device mesh named "dp", or None for a single process."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # the current device: where RNG state, NCCL and caching allocator live
+    if world.world_size == 1:
+        return None
+    from torch.distributed.device_mesh import init_device_mesh
+
+    global _OWN_GROUP
+    if not dist.is_initialized():
+        _OWN_GROUP = True
+        if device.type == "cuda":
+            # NCCL moves the tensors; gloo carries CPU objects (checkpoint planning, RNG states, barriers).
+            dist.init_process_group("cuda:nccl,cpu:gloo", device_id=device,
+                                    timeout=datetime.timedelta(minutes=30))
+        else:
+            dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=30))
+    return init_device_mesh(device.type, (world.world_size,), mesh_dim_names=("dp",))
+
+
+def shutdown() -> None:
+    """Destroy the process group init_distributed made (one a caller made before is left alone)."""
+    global _OWN_GROUP
+    if _OWN_GROUP and dist.is_initialized():
+        dist.destroy_process_group()
+    _OWN_GROUP = False
+
+
+def barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    """Sum of `t` over all ranks (t itself in a single process)."""
+    if dist.is_initialized():
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+# ------------------------------------------------------------------------------------ the wrapping functions
+def apply_ac(model: Transformer, cfg: TrainConfig) -> None:
+    """Activation checkpointing: a wrapped block keeps only its input and recomputes the rest in backward.
+
+    full: every block; selective: every `ac_every`-th block (0, N, 2N, ...), trading memory for less recompute."""
+    mode, every = cfg.parallel.ac, cfg.parallel.ac_every
+    if mode == "none":
+        return
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+    for name, block in list(model.blocks.items()):
+        if mode == "full" or int(name) % every == 0:
+            # preserve_rng_state=False: the blocks draw no random numbers (no dropout), so saving RNG is waste.
+            model.blocks[name] = checkpoint_wrapper(block, preserve_rng_state=False)
+
+
 def apply_compile(model: Transformer) -> None:
-    """torch.compile each block in place (Module.compile keeps parameter names, unlike wrapping it in
-    torch.compile(), which adds `_orig_mod.`): blocks share one shape, so one compilation serves all layers."""
+    """torch.compile each block in place (the single-GPU speed work owns what happens here). Module.compile keeps
+    parameter names, unlike wrapping in torch.compile(), which adds `_orig_mod.`; blocks share one shape, so one
+    compilation serves all layers."""
     for block in model.blocks.values():
         block.compile()
 
 
-def parallelize(model: Transformer, cfg: TrainConfig, world: World) -> Transformer:
-    if world.world_size > 1:
-        raise ConfigError("multi-process training (torchrun with FSDP2/DDP) is not in this build yet; "
-                          "run one process")
+def apply_fsdp(model: Transformer, mesh: Any, param_dtype: torch.dtype | None, reshard_after_forward: bool) -> None:
+    """FSDP2, one unit per block plus the embedding and the head (as torchtitan), then the root. Gradients are
+    reduced in fp32 whatever the compute dtype. Own units for the 100K-row embedding and head (a quarter of a 1B
+    model) let their all-gather and reduce-scatter overlap with the blocks instead of all landing at the root.
+    The last block and the head keep their gathered params after forward: backward needs them at once, so
+    resharding would only buy a second all-gather."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
+    fully_shard(model.embeddings, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard_after_forward)
+    blocks = list(model.blocks.values())
+    for i, block in enumerate(blocks):
+        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard_after_forward and i < len(blocks) - 1)
+    fully_shard(model.lm_head, mesh=mesh, mp_policy=mp, reshard_after_forward=False)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+
+
+def apply_ddp(model: Transformer, mesh: Any) -> None:
+    """Replicate the model (DDP through the composable API, so names keep no `module.` prefix); rank 0's weights
+    are broadcast at the start, gradients are all-reduced in buckets during backward."""
+    from torch.distributed._composable.replicate import replicate
+
+    replicate(model, device_mesh=mesh, bucket_cap_mb=100)
+
+
+def build_parallel_model(cfg: TrainConfig, world: World, device: torch.device, mesh: Any) -> Transformer:
+    """The model, wrapped in the order above and initialised from cfg.seed (identically for any world size)."""
+    if not uses_fsdp(cfg, world):
+        model = build_model(cfg.model, device, cfg.seed)  # full weights on every rank (DDP broadcasts rank 0's)
+        apply_ac(model, cfg)
+        if cfg.compile:
+            apply_compile(model)
+        if world.world_size > 1:
+            apply_ddp(model, mesh)
+        return model
+    # FSDP2: wrap on the meta device, then allocate only this rank's shards: a model that does not fit on one
+    # GPU never materialises whole (init draws one full parameter at a time; model.init_whole).
+    with torch.device("meta"):
+        model = Transformer(cfg.model)
+    apply_ac(model, cfg)
     if cfg.compile:
         apply_compile(model)
+    apply_fsdp(model, mesh, compute_dtype(cfg, device), cfg.parallel.reshard_after_forward)
+    model.to_empty(device=device)
+    model.init_weights(cfg.seed)
     return model
+
+
+# ------------------------------------------------------------------------------------- inside the training step
+def grad_sync(model: torch.nn.Module, on: bool) -> None:
+    """Reduce gradients in this backward (`on`) or only accumulate them locally: the no_sync of FSDP2 and of the
+    composable DDP. A no-op in a single process."""
+    setter = getattr(model, "set_requires_gradient_sync", None)
+    if setter is not None:
+        setter(on)
+
+
+def clip_grad_norm_(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Clip to a global grad norm and return the norm before clipping. Under FSDP2 the grads are shards (DTensors)
+    and the per-shard norms are partial sums, so the total is reduced over the ranks before clipping (as
+    torchtitan's clip_grad_norm_ does); max_norm may be inf (no clipping, the norm is still reported)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if all(type(g) is torch.Tensor for g in grads):  # one process or DDP: torch's own, in any torch version
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
+    from torch.distributed.tensor import DTensor
+
+    total = torch.nn.utils.get_total_norm(grads, foreach=None)
+    if isinstance(total, DTensor):
+        total = total.full_tensor()
+    torch.nn.utils.clip_grads_with_norm_(params, max_norm, total, foreach=None)
+    return total

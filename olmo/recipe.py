@@ -4,9 +4,10 @@
     olmo train olmo2_60m                              # a recipe shipped in recipes/ (YAML or Python), by name
     olmo train my_recipes.py:long_run --set steps=5000 --set optim.lr=3e-4
 
-YAML mirrors the dataclasses in olmo/config.py; `model:` may be a named size (`model: olmo2_1b`) or a mapping
-that starts from one (`model: {size: olmo2_60m, n_layers: 4}`). A Python recipe is a function that returns a
-TrainConfig (torchtitan's recipe style), so variants are functions that call other recipes and change a field.
+YAML mirrors the dataclasses in olmo/config.py (sections model:, data:, optim:, parallel:); `model:` may be a
+named size (`model: olmo2_1b`) or a mapping that starts from one (`model: {size: olmo2_60m, n_layers: 4}`).
+A Python recipe is a function that returns a TrainConfig (torchtitan's recipe style), so variants are
+functions that call other recipes and change a field.
 Unknown keys and wrongly typed values are usage errors naming the key, never silently ignored.
 """
 
@@ -184,7 +185,7 @@ def from_dict(raw: dict[str, Any], source: str = "config") -> TrainConfig:
     raw = dict(raw)
     if isinstance(raw.get("model"), str):
         raw["model"] = {"size": raw["model"]}
-    sections = {"model": "model.", "data": "data.", "optim": "optim."}
+    sections = {"model": "model.", "data": "data.", "optim": "optim.", "parallel": "parallel."}
     for name in sections:
         if name in raw and not isinstance(raw[name], dict):
             raise ConfigError(f"{source}: '{name}' must be a mapping of {name}.* keys")

@@ -7,6 +7,12 @@
 Exact resume: everything a step depends on is either in the checkpoint (weights, AdamW moments, the data
 loader's position, the RNG states) or a pure function of the step (the learning rate), so on the CPU a run
 stopped at step 10 and resumed gives the same losses, bit for bit, as one that never stopped (tests/olmo).
+
+Under torchrun every rank runs this same loop on its slice of each global batch (olmo/data.py); FSDP2 or DDP
+(olmo/parallel.py) reduce the gradients, the logged loss and the eval loss are averaged over all ranks, and only
+rank 0 prints, writes metrics.jsonl and finishes checkpoints. A checkpoint resumes at any world size: the run
+continues at the same global sample index with the same global batches, only split over a different number of
+ranks, so the loss curve continues (up to float summation order).
 """
 
 from __future__ import annotations
@@ -25,15 +31,15 @@ import numpy as np
 import torch
 from rich.console import Console
 
-from olmo import checkpoint
+from olmo import checkpoint, parallel
 from olmo.attention import get_backend
 from olmo.config import ConfigError, TrainConfig, check_vocab, validate
 from olmo.data import DataLoader, TokenWindows, eval_batches, open_source, split_indices
 from olmo.fsutil import atomic_write_bytes
 from olmo.metrics import MetricsLog, mfu, peak_flops
-from olmo.model import Transformer, build_model
+from olmo.model import Transformer
 from olmo.optim import build_optimizer, clip_and_step, lr_at
-from olmo.parallel import World, autocast_dtype, parallelize, resolve_device, world_from_env
+from olmo.parallel import World, autocast_dtype, resolve_device, world_from_env
 from olmo.recipe import config_to_dict, to_yaml
 
 
@@ -60,7 +66,7 @@ class Setup:
     world: World
     device: torch.device
     amp: torch.dtype | None
-    model: Transformer
+    model: Transformer  # wrapped by olmo/parallel.py: FSDP2 shards, DDP replica or a plain module
     optimizer: torch.optim.AdamW
     loader: DataLoader
     val: list[torch.Tensor]
@@ -107,35 +113,95 @@ def preflight(cfg: TrainConfig, resume: bool) -> tuple[World, torch.device, Path
     if ckpt and not resume:
         raise ConfigError(f"{cfg.run_dir} already has checkpoints (latest: {ckpt.name}); pass --resume to continue "
                           "that run, or set run_dir to a new directory")
+    if cfg.init_from and not (ckpt and resume):
+        init_checkpoint(cfg)
     build_data(cfg, world)
     return world, device, ckpt
+
+
+def init_checkpoint(cfg: TrainConfig) -> Path:
+    """The checkpoint `init_from` names (a checkpoint dir or a run dir), checked against the model config."""
+    assert cfg.init_from
+    try:
+        path = checkpoint.resolve(Path(cfg.init_from))
+    except FileNotFoundError:
+        raise ConfigError(f"init_from {cfg.init_from} is not a checkpoint or a run dir with checkpoints; give a "
+                          "directory written by `olmo train` or `olmo import-hf`") from None
+    problem = checkpoint.verify(path)
+    if problem:
+        raise ConfigError(f"init_from {path} is damaged ({problem}); pick another checkpoint")
+    saved = checkpoint.read_state(path)["config"]["model"]
+    now = config_to_dict(cfg)["model"]
+    differ = [f"model.{k}={saved[k]!r}" for k in now if k in saved and saved[k] != now[k] and k != "attn_backend"]
+    if differ:
+        raise ConfigError(f"init_from {path} holds a different model; set {' '.join(differ)} (e.g. with --set), or "
+                          "use the recipe.yaml that `olmo import-hf` wrote next to it")
+    return path
 
 
 def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
     world, device, ckpt = preflight(cfg, resume)
     run_dir = Path(cfg.run_dir)
     _seed_everything(cfg.seed)
+    mesh = parallel.init_distributed(world, device)
+    if world.world_size > 1:
+        check_shared_run_dir(run_dir, world)
 
     loader, val = build_data(cfg, world)
 
-    model = parallelize(build_model(cfg.model, device, cfg.seed), cfg, world)
+    model = parallel.build_parallel_model(cfg, world, device, mesh)
     optimizer = build_optimizer(model, cfg.optim, device)
-    s = Setup(cfg, world, device, autocast_dtype(cfg, device), model, optimizer, loader, val)
+    s = Setup(cfg, world, device, autocast_dtype(cfg, device, world), model, optimizer, loader, val)
     if ckpt and resume:
         _check_resumed_config(checkpoint.read_state(ckpt)["config"], cfg, say)
-        state = checkpoint.load(ckpt, model, optimizer, device)
+        state = checkpoint.load(ckpt, model, optimizer)
         loader.load_state_dict(state["data_loader"])
         s.step, s.tokens_seen = state["step"], state["tokens_seen"]
-        checkpoint.set_rng_state(state["rng"])  # last: nothing after this may draw random numbers
+        saved_world = state.get("world_size", 1)
+        # last: nothing after this may draw random numbers
+        if not checkpoint.restore_rng(state, world.rank, world.world_size):
+            say(f"resuming on {world.world_size} process(es) from a checkpoint saved on {saved_world}: same global "
+                "batches from the same sample index, split over the new ranks (RNG states not restored)")
         say(f"resumed from {ckpt} (step {s.step}, {s.tokens_seen:,} tokens seen)")
-    elif resume:
-        say(f"no checkpoint in {run_dir / checkpoint.CHECKPOINTS}; starting a new run")
+    else:
+        if resume:
+            say(f"no checkpoint in {run_dir / checkpoint.CHECKPOINTS}; starting a new run")
+        if cfg.init_from:
+            path = init_checkpoint(cfg)
+            checkpoint.load(path, model, None)
+            say(f"initialised the weights from {path} (step 0, fresh optimizer and data order)")
     return s
+
+
+def check_shared_run_dir(run_dir: Path, world: World) -> None:
+    """Checkpoints are written by all ranks into one directory that rank 0 renames, so with several nodes run_dir
+    must be on shared storage. Rank 0 writes a marker; every rank must see it (NFS may lag a few seconds)."""
+    import torch.distributed as dist
+
+    marker = run_dir / ".olmo-shared-check"
+    nonce = [f"{time.time_ns()}-{random.getrandbits(32)}" if world.is_main else ""]
+    if world.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(marker, nonce[0].encode())
+    dist.broadcast_object_list(nonce, src=0)
+    seen = False
+    for _ in range(20):
+        seen = marker.is_file() and marker.read_text() == nonce[0]
+        if seen:
+            break
+        time.sleep(0.25)
+    missing = parallel.all_reduce_sum(torch.tensor([0.0 if seen else 1.0]))
+    parallel.barrier()
+    if world.is_main:
+        marker.unlink(missing_ok=True)
+    if missing.item():
+        raise ConfigError(f"run_dir {run_dir} is not shared by all nodes: {int(missing.item())} rank(s) cannot see "
+                          "files rank 0 writes there; put run_dir on a filesystem every node mounts (NFS, Lustre)")
 
 
 def _check_resumed_config(saved: dict[str, Any], cfg: TrainConfig, say: Any) -> None:
     now = config_to_dict(cfg)
-    changed = [f"{sec}.{k}" for sec in ("model", "data", "optim") for k in now[sec]
+    changed = [f"{sec}.{k}" for sec in ("model", "data", "optim", "parallel") for k in now[sec]
                if saved.get(sec, {}).get(k) != now[sec][k]]
     changed += [k for k in now if not isinstance(now[k], dict) and saved.get(k) != now[k]]
     runtime_only = ("model.attn_backend", "model.fuse_projections", "model.residual_dtype")  # how, not what
@@ -163,7 +229,9 @@ def train_step(s: Setup, micro_batches: list[torch.Tensor], lr: float) -> tuple[
         group["lr"] = lr
     n = len(micro_batches)
     ce_sum = torch.zeros((), device=s.device)
-    for mb in micro_batches:
+    for i, mb in enumerate(micro_batches):
+        # Gradients are reduced across ranks in the last micro-batch's backward only (FSDP2/DDP no_sync).
+        parallel.grad_sync(s.model, i == n - 1 or s.cfg.parallel.sync_every_micro_batch)
         tokens = mb.to(s.device, non_blocking=True)
         labels = torch.cat([tokens[:, 1:], torch.full_like(tokens[:, :1], -100)], dim=1)
         with torch.autocast(s.device.type, dtype=s.amp) if s.amp else contextlib.nullcontext():
@@ -173,40 +241,65 @@ def train_step(s: Setup, micro_batches: list[torch.Tensor], lr: float) -> tuple[
     clip = s.cfg.optim.grad_clip or math.inf
     grad_norm = clip_and_step(s.model, s.optimizer, clip)
     s.optimizer.zero_grad(set_to_none=True)
-    return ce_sum / n, grad_norm
+    # every rank saw the same number of tokens, so the global mean loss is the mean of the ranks' means
+    return parallel.all_reduce_sum(ce_sum / n) / s.world.world_size, grad_norm
 
 
 @torch.no_grad()
 def evaluate(s: Setup) -> float | None:
+    """Mean cross-entropy over the eval sequences, which are split evenly over the ranks (olmo/data.py), so
+    every rank runs the same number of forwards (FSDP2's all-gathers are collective) and the result does not
+    depend on the world size. None when there is no eval split."""
     if not s.val:
         return None
     s.model.eval()
-    total = 0.0
+    sums = torch.zeros(2, dtype=torch.float64, device=s.device)  # (sum of per-sequence mean CE, sequences)
     for mb in s.val:
         tokens = mb.to(s.device)
         labels = torch.cat([tokens[:, 1:], torch.full_like(tokens[:, :1], -100)], dim=1)
         with torch.autocast(s.device.type, dtype=s.amp) if s.amp else contextlib.nullcontext():
-            total += s.model(tokens, labels=labels)[1].item()
+            ce = s.model(tokens, labels=labels)[1]
+        sums[0] += ce.double() * len(tokens)  # every sequence has seq_len-1 labels: this is the token mean
+        sums[1] += len(tokens)
     s.model.train()
-    return total / len(s.val)
+    sums = parallel.all_reduce_sum(sums)
+    return float(sums[0] / sums[1])
 
 
 def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None) -> TrainResult:
+    """Run (or resume) training; under torchrun, every rank calls this and rank 0 alone speaks."""
+    if not world_from_env().is_main:
+        console = Console(quiet=True)
     console = console or Console(quiet=True)
     say = console.print
+    try:
+        result = _train(cfg, resume, say)
+        parallel.barrier()  # no rank tears its connections down while another still talks (gloo aborts then)
+        return result
+    finally:
+        parallel.shutdown()
+
+
+def _train(cfg: TrainConfig, resume: bool, say: Any) -> TrainResult:
     s = setup(cfg, resume, say)
     run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(run_dir / "config.yaml", to_yaml(cfg).encode())
-    _trim_metrics(run_dir / "metrics.jsonl", s.step)
-    log = MetricsLog(run_dir, config_to_dict(cfg), cfg.wandb_project, cfg.tensorboard, warn=say)
+    main = s.world.is_main
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(run_dir / "config.yaml", to_yaml(cfg).encode())
+        _trim_metrics(run_dir / "metrics.jsonl", s.step)
+    log = MetricsLog(run_dir, config_to_dict(cfg), cfg.wandb_project, cfg.tensorboard, warn=say) if main else None
     stop = cfg.hard_stop or cfg.steps
     tokens_per_step = cfg.global_batch_size * cfg.data.seq_len
     flops_tok = cfg.model.flops_per_token(cfg.data.seq_len)
     peak = peak_flops(torch.cuda.get_device_name(s.device)) if s.device.type == "cuda" and s.amp else None
     n_params = cfg.model.num_params()
-    say(f"[bold]olmo train[/] {n_params / 1e6:,.1f}M parameters on {s.device} "
-        f"({'bf16 autocast' if s.amp else 'fp32'}, attention: {cfg.model.attn_backend}), steps {s.step}->{stop}, "
+    par = cfg.parallel
+    where = (f"{s.world.world_size} processes ({par.dp}{', AC ' + par.ac if par.ac != 'none' else ''})"
+             if s.world.world_size > 1 else str(s.device))
+    precision = "bf16" if parallel.compute_dtype(cfg, s.device) else "fp32"
+    say(f"[bold]olmo train[/] {n_params / 1e6:,.1f}M parameters on {where} "
+        f"({precision}, attention: {cfg.model.attn_backend}), steps {s.step}->{stop}, "
         f"{cfg.global_batch_size} x {cfg.data.seq_len} tokens per step, "
         f"grad accumulation {cfg.grad_accum(s.world.world_size)}")
     result = TrainResult(run_dir, str(s.device), s.step, s.step)
@@ -233,8 +326,9 @@ def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None
                 t_window, steps_window, paused = now, 0, 0.0
                 util = mfu(tps, flops_tok, peak, s.world.world_size)
                 result.losses.append(loss)
-                log.write({"step": step, "loss": loss, "lr": lr, "grad_norm": gnorm, "tokens": s.tokens_seen,
-                           "tokens_per_s": round(tps, 1), "mfu": None if util is None else round(util, 4)})
+                if log:
+                    log.write({"step": step, "loss": loss, "lr": lr, "grad_norm": gnorm, "tokens": s.tokens_seen,
+                               "tokens_per_s": round(tps, 1), "mfu": None if util is None else round(util, 4)})
                 eta = (stop - step) * tokens_per_step / max(tps, 1e-9)
                 say(f"step {step:>6}/{stop}  loss {loss:.4f}  lr {lr:.2e}  grad norm {gnorm:.3f}  "
                     f"{tps:,.0f} tok/s" + (f"  MFU {util:.1%}" if util is not None else "") + f"  ETA {eta:,.0f}s")
@@ -243,7 +337,8 @@ def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None
                 ev = evaluate(s)
                 if ev is not None:
                     result.eval_loss = ev
-                    log.write({"step": step, "eval_loss": ev, "eval_ppl": math.exp(min(ev, 50.0))})
+                    if log:
+                        log.write({"step": step, "eval_loss": ev, "eval_ppl": math.exp(min(ev, 50.0))})
                     say(f"[cyan]eval[/] step {step}: loss {ev:.4f}, perplexity {math.exp(min(ev, 50.0)):,.2f}")
             if step % cfg.save_interval == 0 or step == stop:
                 state = {"tokens_seen": s.tokens_seen, "data_loader": s.loader.state_dict(),
@@ -258,7 +353,8 @@ def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None
                                                            "no checkpoint was written yet"))
         raise
     finally:
-        log.close()
+        if log:
+            log.close()
     result.step = step
     result.seconds = time.perf_counter() - t_start
     done = step - s.step

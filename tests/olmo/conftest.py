@@ -37,7 +37,7 @@ def micro_config(data: Path, run_dir: Path, steps: int = 20) -> TrainConfig:
     )
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def micro() -> Callable[..., TrainConfig]:
     """`micro(data_dir, run_dir, steps=20)` -> the micro TrainConfig."""
     return micro_config

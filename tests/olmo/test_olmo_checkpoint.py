@@ -22,6 +22,7 @@ from olmo import checkpoint
 SAVER = """
 import os, sys, torch
 import torch._dynamo  # imported by the first optimizer step: pay for it once, before forking
+import torch.distributed.checkpoint, torch.distributed.checkpoint.state_dict  # likewise for the first save
 from pathlib import Path
 from olmo import checkpoint
 torch.set_num_threads(1)  # no OpenMP worker threads in a process that forks
@@ -66,9 +67,13 @@ def _check_latest(run: Path) -> int:
     step = int(pointer.split("-")[1])
     state = checkpoint.read_state(path)
     assert state["step"] == step and state["tokens_seen"] == step
-    weights = torch.load(path / "model.pt", weights_only=True)
-    assert all(bool((t == step).all()) for t in weights.values())
-    torch.load(path / "optim.pt", weights_only=True)
+    weights = checkpoint.load_model_state(path)
+    assert len(weights) == 4 and all(bool((t == step).all()) for t in weights.values())
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.Linear(1024, 1024))
+    opt = torch.optim.AdamW(model.parameters())
+    checkpoint.load(path, model, opt)  # weights and AdamW state load back into a fresh model
+    assert all(bool((t == step).all()) for t in model.state_dict().values())
+    assert len(opt.state_dict()["state"]) == 4
     return step
 
 
@@ -125,11 +130,11 @@ def test_keep_last_n_and_leftover_cleanup(tmp_path: Path) -> None:
 def test_damaged_checkpoint_is_refused(tmp_path: Path) -> None:
     model, opt = _tiny()
     path = checkpoint.save(tmp_path, 7, model, opt, {"x": 1})
-    with open(path / "optim.pt", "ab") as f:
+    with open(path / "__0_0.distcp", "ab") as f:
         f.write(b"junk")
-    assert "optim.pt has" in (checkpoint.verify(path) or "")
+    assert "__0_0.distcp has" in (checkpoint.verify(path) or "")
     try:
-        checkpoint.load(path, model, opt, torch.device("cpu"))
+        checkpoint.load(path, model, opt)
     except RuntimeError as e:
         assert "is damaged" in str(e)
     else:
