@@ -65,7 +65,7 @@ def resolve_device(name: str, world: World) -> torch.device:
         if not torch.cuda.is_available():
             raise ConfigError(f"device is '{name}' but torch cannot use CUDA here; run `olmo-doctor check` "
                               "or set device=cpu")
-        if world.world_size > 1:
+        if world.world_size > 1 or device.index is None:  # an index, always: set_device needs one
             device = torch.device("cuda", world.local_rank)
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise ConfigError(f"device '{device}' does not exist: {torch.cuda.device_count()} GPU(s) visible "
