@@ -13,12 +13,14 @@ import shutil
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from olmo_doctor.errors import UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class Package(str, Enum):
@@ -150,6 +152,8 @@ def run(
     rebuild: bool,
     verify_gpu: bool,
 ) -> int:
+    from rich.console import Console
+
     from olmo_doctor.build import render
 
     console = Console(stderr=as_json)

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from olmo_doctor.findings import SEVERITY_ORDER
-from olmo_doctor.fix.actions import actions_error
 from olmo_doctor.resources import data_dir, user_cache_dir
 from olmo_doctor.rules.expr import ExprError, compile_expr
 
@@ -135,8 +134,6 @@ def parse_rule(data: dict[str, Any], path: Path) -> Rule:
             raise RuleError(f"{path.name}: fix[{i}].applicability must be one of {APPLICABILITY}")
         if app != "manual" and "action" not in fx:
             raise RuleError(f"{path.name}: fix[{i}] is {app} but has no typed 'action' for fix --apply")
-        if "action" in fx and (err := actions_error(fx["action"], app)):
-            raise RuleError(f"{path.name}: fix[{i}].action: {err} (see known_issues/SCHEMA.md, Fix actions)")
         fixes.append(FixSpec(_req(fx, "title", path), app, tuple(fx.get("commands", [])), fx.get("action")))
     sigs = []
     for sg in data.get("signature", []):
@@ -182,6 +179,16 @@ def load_file(path: Path) -> Rule:
     return parse_rule(data, path)
 
 
+def _check_actions(data: dict[str, Any], path: Path) -> None:
+    """Typed fix actions are validated when a rule file is (re)parsed, which is also when the parse cache is
+    rebuilt: the validator needs packaging.requirements, too slow to import on every `check`."""
+    from olmo_doctor.fix.actions import actions_error
+
+    for i, fx in enumerate(data.get("fix", [])):
+        if "action" in fx and (err := actions_error(fx["action"], fx.get("applicability"))):
+            raise RuleError(f"{path.name}: fix[{i}].action: {err} (see known_issues/SCHEMA.md, Fix actions)")
+
+
 def _parsed_tomls(paths: list[Path]) -> list[dict[str, Any]]:
     """The TOML of every rule file. tomllib is pure Python (~0.5 ms a file), so the parsed data is cached as
     JSON keyed by the files' names, sizes and mtimes; any edit to a rule file invalidates it."""
@@ -200,6 +207,7 @@ def _parsed_tomls(paths: list[Path]) -> list[dict[str, Any]]:
             data.append(tomllib.loads(path.read_text()))
         except tomllib.TOMLDecodeError as e:
             raise RuleError(f"{path.name}: not valid TOML: {e}") from None
+        _check_actions(data[-1], path)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
