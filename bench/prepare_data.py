@@ -11,8 +11,9 @@ It also prints where prepare-data's CPU goes, to predict how it scales to more c
 main process (reading, hand-off, hashing, writing: the serial part) and the workers (parsing, tokenizing,
 packing: the part that scales), per token. With C cores the rate is at most min(C / worker, 1 / main).
 
-    python bench/prepare_data.py                          # a generated 20,000-document corpus, bundled tokenizer
-    python bench/prepare_data.py --input docs.jsonl.gz --tokenizer tokenizer.json --repeats 5
+    python3 bench/prepare_data.py --repeats 3             # a generated 20,000-document corpus, bundled tokenizer
+    python3 bench/prepare_data.py --docs 200000 --repeats 3   # 12M tokens: start-up no longer matters
+    python3 bench/prepare_data.py --input docs.jsonl.gz --tokenizer tokenizer.json --workers 16
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo's olmo, installed or not
 
 
 def main() -> int:
@@ -109,9 +112,11 @@ def main() -> int:
         m, w = main_cpu * ns, worker_cpu * ns
         print(f"CPU per token: raw tokenizer {raw_cpu * ns:,.0f} ns; prepare-data main process {m:,.0f} ns "
               f"(serial part, {m / (m + w):.0%}) + workers {w:,.0f} ns (parallel part)")
+        cap = max(2, size // pipe.BYTES_PER_WORKER)  # prepare-data starts no more workers than this on this input
         for c in sorted({workers, 16, 32, 64}):
-            print(f"  predicted ceiling with {c:>2} cores: {min(c * 1e9 / w, 1e9 / m):>12,.0f} tokens/s "
-                  f"({'workers' if c * 1e9 / w < 1e9 / m else 'main process'}-bound; start-up not included)")
+            n = min(c, cap)
+            print(f"  predicted ceiling with {c:>2} cores ({n} workers): {min(n * 1e9 / w, 1e9 / m):>12,.0f} tokens/s "
+                  f"({'workers' if n * 1e9 / w < 1e9 / m else 'main process'}-bound; start-up not included)")
     else:
         print("prepare-data ran in-process (--workers 1 or a corpus under 1 MiB): no serial/parallel split")
     print(f"ratio: {ratio:.2f} (target >= {a.min_ratio:.2f})  {'PASS' if ratio >= a.min_ratio else 'FAIL'}")

@@ -199,10 +199,11 @@ def _prefetch(it: Iterator[Any], depth: int = 2) -> Generator[Any, None, None]:
 
 def encoded(inputs: list[Path], start: tuple[int, int], tok: Tok, workers: int | None,
             progress: Callable[[int], None] | None = None) -> tuple[Generator[Encoded, None, None], int]:
-    """The inputs from `start` on as Encoded tasks, in order, and the number of worker processes encoding them
-    (0: in-process, for --workers 1 and for inputs too small to repay starting processes)."""
-    workers = workers or pipe.usable_cpus()
-    total = sum(p.stat().st_size for p in inputs[start[0]:])
+    """The inputs from `start` on as Encoded tasks, in order, and the number of worker processes encoding them:
+    `workers` (default: all usable CPUs) but at most one per BYTES_PER_WORKER of input; 0 means in-process, for
+    --workers 1 and for inputs too small to repay starting processes."""
+    total = sum(p.stat().st_size * (4 if p.name.endswith(".gz") else 1) for p in inputs[start[0]:])  # ~text bytes
+    workers = min(workers or pipe.usable_cpus(), max(2, total // pipe.BYTES_PER_WORKER))
     tasks = pipe.read_tasks(inputs, start, pipe.chunk_bytes(total, workers), progress)
     dtype = dtype_for_vocab(tok.vocab_size)
     if workers > 1 and total >= pipe.MIN_POOL_BYTES:

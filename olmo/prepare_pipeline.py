@@ -30,6 +30,9 @@ from typing import IO, Any, NamedTuple
 
 MIN_POOL_BYTES = 1 << 20  # smaller inputs are encoded in-process: worker start-up would cost more than it saves
 CHUNK_MIN, CHUNK_MAX = 64 << 10, 1 << 20  # bytes of input per task: enough tasks to feed every worker
+# At most one worker per this much input: starting a worker costs a few ms of the main process's time (the
+# forkserver forks them one by one), which on a small input is more than the worker would save.
+BYTES_PER_WORKER = 256 << 10
 TYPECODES = {"uint16": "H", "uint32": "I"}
 
 
@@ -198,15 +201,19 @@ def encode_all(tasks: Iterator[Task], spec: WorkerSpec, workers: int) -> Generat
     so memory stays bounded however large the inputs."""
     pool = ProcessPoolExecutor(workers, mp_context=_context(), initializer=_init_worker, initargs=(spec,))
     window: deque[Future[Encoded]] = deque()
+    finished = False
     try:
         for task in tasks:
-            window.append(pool.submit(_encode_in_worker, task))
+            window.append(pool.submit(_encode_in_worker, task))  # starts a worker per call until all are up
             while window and (window[0].done() or len(window) > 2 * workers + 2):
                 yield window.popleft().result()
         while window:
             yield window.popleft().result()
+        finished = True
     except BrokenProcessPool as e:
         raise RuntimeError("a prepare-data worker process died (out of memory?); rerun the same command to resume "
                            "after the last complete shard, with fewer --workers if memory is short") from e
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        # Every task done: the workers exit in the background (tens of ms for many) while the caller finishes
+        # the last shard. Stopped early (an error, Ctrl-C): cancel what is queued and wait until they are gone.
+        pool.shutdown(wait=not finished, cancel_futures=True)

@@ -29,6 +29,7 @@ CLI = Callable[..., tuple[int, str, str]]
 def tiny_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Workers even for tiny inputs, and ~1 KB tasks, so that lines and files straddle many task boundaries."""
     monkeypatch.setattr(pipe, "MIN_POOL_BYTES", 0)
+    monkeypatch.setattr(pipe, "BYTES_PER_WORKER", 1)
     monkeypatch.setattr(pipe, "CHUNK_MIN", 1000)
     monkeypatch.setattr(pipe, "CHUNK_MAX", 1000)
 
