@@ -123,7 +123,7 @@ def test_sigkill_with_workers_then_resume(tmp_path: Path) -> None:
            "--shard-size", "8K", "--workers", "2", "-q"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 60
-    while not (out / "part-00003.json").exists() and proc.poll() is None and time.monotonic() < deadline:
+    while not (out / "part-00001.json").exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)
     workers = _children_of(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)  # only the main process: its workers must notice and exit by themselves
@@ -133,6 +133,6 @@ def test_sigkill_with_workers_then_resume(tmp_path: Path) -> None:
     _, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive, f"left behind: {[p.pid for p in alive]}"
     again = prepare(find_inputs([corpus]), out, tok, shard_tokens=8000, workers=2)
-    assert again.resumed_from >= 3 and again.workers == 2
+    assert again.resumed_from >= 1 and again.workers == 2
     prepare(find_inputs([corpus]), tmp_path / "clean", tok, shard_tokens=8000, workers=1)
     assert _files(out) == _files(tmp_path / "clean")
