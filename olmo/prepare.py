@@ -169,8 +169,14 @@ def job_fingerprint(inputs: list[Path], tok: Tok, shard_tokens: int) -> dict[str
             "tokenizer_sha256": tok.sha256, "eos_id": tok.eos_id, "shard_tokens": shard_tokens}
 
 
+def _stale_temps(out: Path) -> list[Path]:
+    """Files a killed run was writing: `.part-N.npy.tmp` (a shard), `.part-N.json.tmp<pid>` (a sidecar, see
+    fsutil.atomic_write), `.manifest.json.tmp<pid>`, `.prepare.json.tmp<pid>`."""
+    return [p for pat in (".part-*.tmp*", f".{MANIFEST}.tmp*", f".{JOB_FILE}.tmp*") for p in out.glob(pat)]
+
+
 def _clear_outputs(out: Path) -> None:
-    for p in list(out.glob("part-*.npy")) + list(out.glob("part-*.json")) + list(out.glob(".part-*.tmp")):
+    for p in list(out.glob("part-*.npy")) + list(out.glob("part-*.json")) + _stale_temps(out):
         p.unlink()
     for name in (MANIFEST, JOB_FILE):
         (out / name).unlink(missing_ok=True)
@@ -236,7 +242,7 @@ def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrit
             raise ConfigError(f"{out} already holds shards from a different prepare-data run (other inputs, "
                               "tokenizer or shard size); use another --output or pass --overwrite")
         _clear_outputs(out)
-    for stale in out.glob(".part-*.tmp"):  # a shard being written when the last run died
+    for stale in _stale_temps(out):  # being written when the last run died
         stale.unlink()
     done = read_sidecars(out) if old_job == job else []
     if done and (out / MANIFEST).is_file():

@@ -101,6 +101,8 @@ def test_ctrl_c_with_workers_stops_the_pool_and_resumes(tmp_path: Path, tiny_tas
         prepare(inputs, out, tok, shard_tokens=2000, progress=interrupt_halfway, workers=3)
     assert not mp.active_children()  # the pool was shut down, not left running
     assert not (out / "manifest.json").exists() and (out / "part-00001.json").exists()
+    for name in (".part-00009.json.tmp4242", ".manifest.json.tmp4242"):  # what a kill inside atomic_write leaves
+        (out / name).write_bytes(b"{half")
     again = prepare(inputs, out, tok, shard_tokens=2000, workers=2)
     assert again.workers == 2 and 0 < again.resumed_from < len(clean.shards)
     assert _files(out) == _files(tmp_path / "clean")
