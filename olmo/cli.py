@@ -63,7 +63,8 @@ def prepare_data(
     output: Annotated[Path, typer.Option("--output", "-o", help="Directory for part-NNNNN.npy shards + manifest.")],
     tokenizer: Annotated[Path, typer.Option("--tokenizer", "-t", help="A Hugging Face tokenizer.json (or "
                                             "'bundled': the tiny tokenizer shipped with olmo).")],
-    workers: Annotated[int | None, typer.Option(help="Tokenizer threads (default: all cores).", min=1)] = None,
+    workers: Annotated[int | None, typer.Option(help="CPU cores to use: worker processes, one tokenizer thread "
+                                                "each (default: all usable cores).", min=1)] = None,
     shard_size: Annotated[str, typer.Option(help="Tokens per shard, e.g. 256M; shards end on a document.")] = "256M",
     eos_token: Annotated[str | None, typer.Option(help="End-of-document token (default: auto-detect).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count documents and tokens per file; write nothing.")]
@@ -73,17 +74,19 @@ def prepare_data(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Tokenize documents into headerless token shards that olmo and OLMo-core read (EOS after each document)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    os.environ["RAYON_NUM_THREADS"] = str(workers or cores)  # read when the tokenizer first encodes
-    os.environ["TOKENIZERS_PARALLELISM"] = "true"
     from olmo import prepare as P
+
+    workers = workers or P.pipe.usable_cpus()
+    # Small inputs are encoded in this process, by the tokenizer's own thread pool: the same core budget.
+    os.environ["RAYON_NUM_THREADS"] = str(workers)  # read when the tokenizer first encodes
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
     from olmo.shards import dtype_for_vocab
 
     shard_tokens = parse_count(shard_size)
     files = P.find_inputs(inputs)
     tok = P.load_tokenizer(tokenizer, eos_token)
     if dry_run:
-        raise typer.Exit(_print_dry_run(files, P.dry_run(files, tok), tok.vocab_size, shard_tokens))
+        raise typer.Exit(_print_dry_run(files, P.dry_run(files, tok, workers), tok.vocab_size, shard_tokens))
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     total = sum(f.stat().st_size for f in files)
@@ -100,7 +103,7 @@ def prepare_data(
             rate = counted[0] / max(time.perf_counter() - t0, 1e-9)
             bar.update(task, advance=nbytes, tok=f"{counted[0]:,} tokens, {rate:,.0f} tok/s")
 
-        res = P.prepare(files, output, tok, shard_tokens, overwrite, progress)
+        res = P.prepare(files, output, tok, shard_tokens, overwrite, progress, workers)
     n_tok = sum(s.num_tokens for s in res.shards)
     n_docs = sum(s.num_docs for s in res.shards)
     if res.already_done:
@@ -116,8 +119,8 @@ def prepare_data(
             err.print(f"[yellow]warning:[/] {path}: skipped {st.empty} empty document(s)")
     rate = res.tokens_this_run / max(res.seconds, 1e-9)
     out.print(f"wrote {len(res.shards)} shard(s), {n_tok:,} tokens, {n_docs:,} documents to {output} "
-              f"in {res.seconds:.1f}s ({rate:,.0f} tokens/s); dtype {dtype_for_vocab(tok.vocab_size)}, "
-              f"vocab {tok.vocab_size:,}, EOS id {tok.eos_id}")
+              f"in {res.seconds:.1f}s ({rate:,.0f} tokens/s, {max(res.workers, 1)} worker process(es)); "
+              f"dtype {dtype_for_vocab(tok.vocab_size)}, vocab {tok.vocab_size:,}, EOS id {tok.eos_id}")
 
 
 def _print_dry_run(files: list[Path], stats: dict[str, FileStats], vocab: int, shard_tokens: int) -> int:

@@ -1,7 +1,9 @@
 """`olmo prepare-data`: tokenize .jsonl / .txt documents into token shards (format: olmo/shards.py).
 
-Pipeline: a reader thread parses documents into batches while the main thread runs the tokenizer's batch encoder
-(Rust, all cores, GIL released) and streams ids into the current shard. Shards end on document boundaries.
+Pipeline (olmo/prepare_pipeline.py): the main process reads the inputs as chunks of raw lines and hands them to
+worker processes, which parse the JSON, tokenize, append EOS and return flat token arrays, in input order; the
+main process hashes them and streams them into the current shard. Shards end on document boundaries, and the
+output is byte-identical for any number of workers. Small inputs (or --workers 1) are encoded in-process.
 
 Crash safety: a shard is written as `.part-NNNNN.npy.tmp`, fsynced and renamed; its sidecar `part-NNNNN.json`
 (written last, atomically) marks it complete and records how far into the inputs it reaches. `prepare.json`
@@ -12,30 +14,30 @@ refused unless --overwrite.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import itertools
 import json
 import os
 import queue
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
+from olmo import prepare_pipeline as pipe
 from olmo.config import ConfigError
 from olmo.fsutil import atomic_write_json, fsync_dir
+from olmo.prepare_pipeline import Encoded, Encoder, WorkerSpec
 from olmo.shards import BLOCK_BYTES, FORMAT, MANIFEST, VERSION, ShardMeta, dtype_for_vocab, read_sidecars, shard_name
 
 JOB_FILE = "prepare.json"
 SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".txt", ".txt.gz")
 EOS_CANDIDATES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
-BATCH_CHARS = 4 << 20  # encode ~4M characters per call: big enough for all cores, small enough for memory
 
 
 # ------------------------------------------------------------------------------------------------ inputs
@@ -65,40 +67,6 @@ class FileStats:
     tokens: int = 0
 
 
-def read_records(path: Path, stats: FileStats, skip: int = 0, progress: Callable[[int], None] | None = None
-                 ) -> Iterator[tuple[int, str]]:
-    """(record number, text) for each document of one file: a JSON line's "text", or the whole of a .txt file.
-    The first `skip` records (lines of a .jsonl, the one .txt document) are passed over, for resuming. Lines
-    that are not JSON objects with a string "text" are counted in `stats`, not raised."""
-    with open(path, "rb") as raw:
-        f: IO[bytes] = gzip.GzipFile(fileobj=raw) if path.name.endswith(".gz") else raw  # type: ignore[assignment]
-        if ".txt" in path.name:
-            text = f.read().decode("utf-8", errors="replace")
-            if progress:
-                progress(raw.tell())
-            if skip == 0:
-                yield 1, text
-            return
-        last = 0
-        for lineno, line in enumerate(f, 1):
-            if progress and lineno % 1024 == 0:
-                progress(raw.tell() - last)
-                last = raw.tell()
-            if lineno <= skip or not line.strip():
-                continue
-            try:
-                text = json.loads(line)["text"]
-                if not isinstance(text, str):
-                    raise TypeError
-            except (ValueError, TypeError, KeyError, IndexError):
-                stats.bad += 1
-                stats.first_bad_line = stats.first_bad_line or lineno
-                continue
-            yield lineno, text
-        if progress:
-            progress(raw.tell() - last)
-
-
 # ------------------------------------------------------------------------------------------------ tokenizer
 @dataclass
 class Tok:
@@ -107,6 +75,7 @@ class Tok:
     eos_id: int
     sha256: str
     path: Path
+    tokenizer: Any = None  # the loaded `tokenizers.Tokenizer`
 
 
 def load_tokenizer(path: Path, eos_token: str | None = None) -> Tok:
@@ -134,7 +103,7 @@ def load_tokenizer(path: Path, eos_token: str | None = None) -> Tok:
         return [e.ids for e in fast(texts, add_special_tokens=False)]
 
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    return Tok(encode, tok.get_vocab_size(with_added_tokens=True), eos, sha, path)
+    return Tok(encode, tok.get_vocab_size(with_added_tokens=True), eos, sha, path, tok)
 
 
 # ------------------------------------------------------------------------------------------------ writing
@@ -152,7 +121,7 @@ class ShardWriter:
         self.max_id = -1
 
     def write(self, ids: np.ndarray, docs: int) -> None:
-        data = memoryview(ids.tobytes())
+        data = ids.data.cast("B")  # no copy: `ids` is a contiguous slice
         self.f.write(data)
         self.sha.update(data)
         while len(data):
@@ -191,6 +160,8 @@ class PrepareResult:
     already_done: bool = False
     tokens_this_run: int = 0
     skipped: list[str] = field(default_factory=list)
+    workers: int = 0  # worker processes used; 0: encoded in-process
+    worker_cpu_s: float = 0.0  # CPU time spent encoding (parse + tokenize + pack), summed over workers
 
 
 def job_fingerprint(inputs: list[Path], tok: Tok, shard_tokens: int) -> dict[str, Any]:
@@ -198,52 +169,21 @@ def job_fingerprint(inputs: list[Path], tok: Tok, shard_tokens: int) -> dict[str
             "tokenizer_sha256": tok.sha256, "eos_id": tok.eos_id, "shard_tokens": shard_tokens}
 
 
+def _stale_temps(out: Path) -> list[Path]:
+    """Files a killed run was writing: `.part-N.npy.tmp` (a shard), `.part-N.json.tmp<pid>` (a sidecar, see
+    fsutil.atomic_write), `.manifest.json.tmp<pid>`, `.prepare.json.tmp<pid>`."""
+    return [p for pat in (".part-*.tmp*", f".{MANIFEST}.tmp*", f".{JOB_FILE}.tmp*") for p in out.glob(pat)]
+
+
 def _clear_outputs(out: Path) -> None:
-    for p in list(out.glob("part-*.npy")) + list(out.glob("part-*.json")) + list(out.glob(".part-*.tmp")):
+    for p in list(out.glob("part-*.npy")) + list(out.glob("part-*.json")) + _stale_temps(out):
         p.unlink()
     for name in (MANIFEST, JOB_FILE):
         (out / name).unlink(missing_ok=True)
 
 
-def _batches(inputs: list[Path], start: tuple[int, int], stats: dict[str, FileStats],
-             progress: Callable[[int], None] | None) -> Iterator[tuple[list[str], list[tuple[int, int]]]]:
-    """Batches of non-empty documents as (texts, positions); positions[i] = (input index, record number)."""
-    texts: list[str] = []
-    pos: list[tuple[int, int]] = []
-    chars = 0
-    for i in range(start[0], len(inputs)):
-        st = stats.setdefault(str(inputs[i]), FileStats())
-        for n, text in read_records(inputs[i], st, start[1] if i == start[0] else 0, progress):
-            if not text.strip():
-                st.empty += 1
-                continue
-            texts.append(text)
-            pos.append((i, n))
-            chars += len(text)
-            if chars >= BATCH_CHARS:
-                yield texts, pos
-                texts, pos, chars = [], [], 0
-    if texts:
-        yield texts, pos
-
-
-def _flatten(encoded: list[list[int]], eos: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """All documents of a batch, each followed by EOS, as one array; plus each document's end offset."""
-    for ids in encoded:
-        ids.append(eos)
-    ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
-    flat = np.fromiter(itertools.chain.from_iterable(encoded), dtype=dtype, count=int(ends[-1]) if len(ends) else 0)
-    return flat, ends
-
-
-def _encoded(batches: Iterator[tuple[list[str], list[tuple[int, int]]]], tok: Tok, dtype: np.dtype
-             ) -> Iterator[tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]]:
-    for texts, pos in batches:
-        yield (*_flatten(tok.encode(texts), tok.eos_id, dtype), pos)
-
-
-def _prefetch(it: Iterator[Any], depth: int = 2) -> Iterator[Any]:
-    """Run `it` in a thread, `depth` items ahead, so reading overlaps tokenization."""
+def _prefetch(it: Iterator[Any], depth: int = 2) -> Generator[Any, None, None]:
+    """Run `it` in a thread, `depth` items ahead, so that reading and encoding overlap writing."""
     q: queue.Queue[Any] = queue.Queue(maxsize=depth)
     done = object()
     err: list[BaseException] = []
@@ -263,9 +203,35 @@ def _prefetch(it: Iterator[Any], depth: int = 2) -> Iterator[Any]:
         raise err[0]
 
 
+def encoded(inputs: list[Path], start: tuple[int, int], tok: Tok, workers: int | None,
+            progress: Callable[[int], None] | None = None) -> tuple[Generator[Encoded, None, None], int]:
+    """The inputs from `start` on as Encoded tasks, in order, and the number of worker processes encoding them:
+    `workers` (default: all usable CPUs) but at most one per BYTES_PER_WORKER of input; 0 means in-process, for
+    --workers 1 and for inputs too small to repay starting processes."""
+    total = sum(p.stat().st_size * (4 if p.name.endswith(".gz") else 1) for p in inputs[start[0]:])  # ~text bytes
+    workers = min(workers or pipe.usable_cpus(), max(2, total // pipe.BYTES_PER_WORKER))
+    tasks = pipe.read_tasks(inputs, start, pipe.chunk_bytes(total, workers), progress)
+    dtype = dtype_for_vocab(tok.vocab_size)
+    if workers > 1 and total >= pipe.MIN_POOL_BYTES:
+        return pipe.encode_all(tasks, WorkerSpec(str(tok.path), tok.eos_id, dtype), workers), workers
+    # One thread reads and encodes (the tokenizer releases the GIL and uses the cores it is allowed) while the
+    # caller writes.
+    return _prefetch(map(Encoder(tok.tokenizer, tok.eos_id, dtype), tasks)), 0
+
+
+def _count(stats: dict[str, FileStats], inputs: list[Path], r: Encoded, docs: int, tokens: int) -> None:
+    st = stats.setdefault(str(inputs[r.file]), FileStats())
+    st.docs += docs
+    st.tokens += tokens
+    st.empty += r.empty
+    st.bad += r.bad
+    st.first_bad_line = st.first_bad_line or r.first_bad or None
+
+
 def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrite: bool = False,
-            progress: Callable[[int, int], None] | None = None) -> PrepareResult:
-    """Tokenize `inputs` into shards in `out`. `progress(bytes_read, tokens_written)` gets increments."""
+            progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> PrepareResult:
+    """Tokenize `inputs` into shards in `out` with `workers` processes (default: all usable CPUs).
+    `progress(bytes_read, tokens_written)` gets increments."""
     t0 = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     job = job_fingerprint(inputs, tok, shard_tokens)
@@ -276,7 +242,7 @@ def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrit
             raise ConfigError(f"{out} already holds shards from a different prepare-data run (other inputs, "
                               "tokenizer or shard size); use another --output or pass --overwrite")
         _clear_outputs(out)
-    for stale in out.glob(".part-*.tmp"):  # a shard being written when the last run died
+    for stale in _stale_temps(out):  # being written when the last run died
         stale.unlink()
     done = read_sidecars(out) if old_job == job else []
     if done and (out / MANIFEST).is_file():
@@ -284,50 +250,47 @@ def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrit
     atomic_write_json(out / JOB_FILE, job)
 
     dtype = dtype_for_vocab(tok.vocab_size)
-    np_dtype = np.dtype(dtype)
     start = (done[-1].resume_after["input"], done[-1].resume_after["records"]) if done else (0, 0)
     stats: dict[str, FileStats] = {}
     shards = list(done)
     writer: ShardWriter | None = None
     last_pos = start
-    read_progress = (lambda n: progress(n, 0)) if progress else None
     if progress and start[0]:  # account for the inputs already in finished shards
         progress(sum(p.stat().st_size for p in inputs[:start[0]]), 0)
-    new_tokens = 0
-    # Three stages, each in its own thread: read + parse JSON, encode + flatten, hash + write (here). The
-    # encoder releases the GIL, so the Python work of the other two stages runs while it tokenizes.
-    batches = _prefetch(_batches(inputs, start, stats, read_progress))
-    for flat, ends, pos in _prefetch(_encoded(batches, tok, np_dtype)):
-        files = np.fromiter((fi for fi, _ in pos), dtype=np.int64, count=len(pos))
-        lens = np.diff(ends, prepend=0)
-        for fi in np.unique(files).tolist():
-            st = stats[str(inputs[fi])]
-            st.docs += int(np.count_nonzero(files == fi))
-            st.tokens += int(lens[files == fi].sum())
-        new_tokens += flat.size
-        if progress:
-            progress(0, flat.size)
-        first = 0  # first document of this batch not yet written
-        while first < len(ends):
-            if writer is None:
-                writer = ShardWriter(out, len(shards), dtype)
-            base = int(ends[first - 1]) if first else 0
-            # the document that fills the shard: the first whose end reaches the shard's remaining room
-            full = int(np.searchsorted(ends, base + shard_tokens - writer.tokens, side="left"))
-            last = min(full, len(ends) - 1)
-            writer.write(flat[base:int(ends[last])], last - first + 1)
-            last_pos = pos[last]
-            if full < len(ends):
-                shards.append(writer.finish(tok, {"input": last_pos[0], "records": last_pos[1]}))
-                writer = None
-            first = last + 1
+    new_tokens, cpu_s = 0, 0.0
+    results, n_workers = encoded(inputs, start, tok, workers, (lambda n: progress(n, 0)) if progress else None)
+    with closing(results):  # on any error (Ctrl-C included) the worker pool is shut down before we return
+        for r in results:
+            flat = np.frombuffer(r.ids, dtype=dtype)
+            ends = np.frombuffer(r.ends, dtype=np.int64)
+            records = np.frombuffer(r.records, dtype=np.int64)
+            _count(stats, inputs, r, len(ends), flat.size)
+            new_tokens += flat.size
+            cpu_s += r.cpu_s
+            if progress:
+                progress(0, flat.size)
+            first = 0  # first document of this task not yet written
+            while first < len(ends):
+                if writer is None:
+                    writer = ShardWriter(out, len(shards), dtype)
+                base = int(ends[first - 1]) if first else 0
+                # the document that fills the shard: the first whose end reaches the shard's remaining room
+                full = int(np.searchsorted(ends, base + shard_tokens - writer.tokens, side="left"))
+                last = min(full, len(ends) - 1)
+                writer.write(flat[base:int(ends[last])], last - first + 1)
+                last_pos = (r.file, int(records[last]))
+                if full < len(ends):
+                    shards.append(writer.finish(tok, {"input": last_pos[0], "records": last_pos[1]}))
+                    writer = None
+                first = last + 1
     if writer is not None:
         shards.append(writer.finish(tok, {"input": last_pos[0], "records": last_pos[1]}))
     if not shards:
         raise ConfigError("the inputs hold no documents (every file is empty or unparseable); "
                           "see `olmo prepare-data --dry-run`")
     write_manifest(out, shards, tok, job, stats)
-    return PrepareResult(shards, stats, time.perf_counter() - t0, len(done), tokens_this_run=new_tokens)
+    return PrepareResult(shards, stats, time.perf_counter() - t0, len(done), tokens_this_run=new_tokens,
+                         workers=n_workers, worker_cpu_s=cpu_s)
 
 
 def write_manifest(out: Path, shards: list[ShardMeta], tok: Tok, job: dict[str, Any],
@@ -342,12 +305,12 @@ def write_manifest(out: Path, shards: list[ShardMeta], tok: Tok, job: dict[str, 
     })
 
 
-def dry_run(inputs: list[Path], tok: Tok) -> dict[str, FileStats]:
+def dry_run(inputs: list[Path], tok: Tok, workers: int | None = None) -> dict[str, FileStats]:
     """Per-file document and token counts (EOS included), without writing anything."""
     stats: dict[str, FileStats] = {}
-    for texts, pos in _prefetch(_batches(inputs, (0, 0), stats, None)):
-        for ids, (fi, _) in zip(tok.encode(texts), pos, strict=True):
-            st = stats[str(inputs[fi])]
-            st.docs += 1
-            st.tokens += len(ids) + 1
+    itemsize = np.dtype(dtype_for_vocab(tok.vocab_size)).itemsize
+    results, _ = encoded(inputs, (0, 0), tok, workers)
+    with closing(results):
+        for r in results:
+            _count(stats, inputs, r, len(r.ends) // 8, len(r.ids) // itemsize)
     return stats
