@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 _PKG = Path(__file__).resolve().parent
@@ -15,9 +17,26 @@ def data_dir(name: str) -> Path:
     raise FileNotFoundError(f"olmo-doctor data folder '{name}' not found next to {_PKG}")
 
 
+def read_cache(path: Path) -> object | None:
+    """A JSON value cached at `path`, or None when absent or unreadable (a cache is never an error)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_cache(path: Path, value: object) -> None:
+    """Write a JSON cache entry atomically (temp file, then rename); a read-only home only costs the cache."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(value))
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
 def user_cache_dir() -> Path:
     """$XDG_CACHE_HOME/olmo-doctor (default ~/.cache/olmo-doctor); created on demand by callers."""
-    import os
-
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "olmo-doctor"

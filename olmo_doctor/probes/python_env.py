@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -15,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from olmo_doctor.facts import Facts
 from olmo_doctor.probes import dists
-from olmo_doctor.resources import user_cache_dir
+from olmo_doctor.resources import read_cache, user_cache_dir, write_cache
 from olmo_doctor.run import Runner
 
 DISTS = {"pip": "pip", "setuptools": "setuptools", "wheel": "wheel", "packaging": "packaging"}
@@ -32,18 +31,11 @@ def invalid_versions() -> list[str]:
     site_dirs = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
     stamp = hashlib.sha256("\0".join(f"{p}:{_mtime(p)}" for p in site_dirs).encode()).hexdigest()[:16]
     cache = user_cache_dir() / "invalid-versions" / f"{stamp}.json"
-    try:
-        return list(json.loads(cache.read_text()))
-    except (OSError, ValueError):
-        pass
+    cached = read_cache(cache)
+    if isinstance(cached, list):
+        return [str(x) for x in cached]
     bad = _scan_invalid_versions()
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp")
-        tmp.write_text(json.dumps(bad))
-        tmp.replace(cache)
-    except OSError:
-        pass
+    write_cache(cache, bad)
     return bad
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from olmo_doctor.facts import Facts
 from olmo_doctor.probes import dists
-from olmo_doctor.resources import user_cache_dir
+from olmo_doctor.resources import read_cache, user_cache_dir, write_cache
 
 WORKER = r"""
 import json, sys
@@ -106,23 +106,16 @@ def _cache_key(torch_dir: Path, kernels: list[str]) -> str:
 def dynamic_facts(torch_dir: Path, kernels: list[str], timeout: float = 120.0) -> Facts:
     """Ask a torch-importing subprocess, or the cache of its last answer for this exact install."""
     cache = user_cache_dir() / "torch-facts" / f"{_cache_key(torch_dir, kernels)}.json"
-    try:
-        return dict(json.loads(cache.read_text()))
-    except (OSError, ValueError):
-        pass
+    cached = read_cache(cache)
+    if isinstance(cached, dict):
+        return cached
     try:
         proc = subprocess.run([sys.executable, "-c", WORKER, *kernels], capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
         facts = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return {"torch.import_error": "could not run a Python subprocess to import torch"}
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp")
-        tmp.write_text(json.dumps(facts))
-        tmp.replace(cache)
-    except OSError:
-        pass  # a read-only home only costs the cache
+    write_cache(cache, facts)
     return facts
 
 

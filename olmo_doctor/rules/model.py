@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -13,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from olmo_doctor.findings import SEVERITY_ORDER
-from olmo_doctor.resources import data_dir, user_cache_dir
+from olmo_doctor.resources import data_dir, read_cache, user_cache_dir, write_cache
 from olmo_doctor.rules.expr import ExprError, compile_expr
 
 if sys.version_info >= (3, 11):
@@ -195,26 +193,17 @@ def _parsed_tomls(paths: list[Path]) -> list[dict[str, Any]]:
     stamp = hashlib.sha256(
         "\0".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in paths).encode()).hexdigest()[:16]
     cache = user_cache_dir() / "rules" / f"{stamp}.json"
-    try:
-        data = json.loads(cache.read_text())
-        if isinstance(data, list) and len(data) == len(paths):
-            return data
-    except (OSError, ValueError):
-        pass
-    data = []
+    cached = read_cache(cache)
+    if isinstance(cached, list) and len(cached) == len(paths):
+        return cached
+    data: list[dict[str, Any]] = []
     for path in paths:
         try:
             data.append(tomllib.loads(path.read_text()))
         except tomllib.TOMLDecodeError as e:
             raise RuleError(f"{path.name}: not valid TOML: {e}") from None
         _check_actions(data[-1], path)
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(cache)
-    except OSError:
-        pass
+    write_cache(cache, data)
     return data
 
 
