@@ -55,7 +55,9 @@ class ModelConfig:
     swa_full_last_layer: bool = True  # ... and forces full attention on the last layer
     init_std: float = 0.02  # truncated normal (cut at 3 std) for every linear and the embedding
     z_loss_multiplier: float = 1e-5  # softmax auxiliary loss; 0 turns it off
-    attn_backend: str = "sdpa"  # a name in olmo.attention.BACKENDS: sdpa, flash_attn, eager
+    # auto: the fastest correct backend for these shapes on this GPU (olmo/attention_choice.py), or a name in
+    # olmo.attention.BACKENDS: sdpa, flash_attn, eager
+    attn_backend: str = "auto"
     fuse_projections: bool = False  # q/k/v and gate/up as one matmul each (same parameters, same math)
     # Under bf16 autocast, carry the residual stream in bf16 (as FSDP2 with bf16 params does, the way OLMo-core
     # trains) rather than in fp32 (plain autocast keeps the fp32 embedding output): half the memory traffic of
@@ -309,8 +311,8 @@ def validate(cfg: TrainConfig, world_size: int = 1) -> None:
         raise ConfigError(f"precision '{cfg.precision}' is not one of: auto, bf16, fp32")
     from olmo.attention import BACKENDS
 
-    if m.attn_backend not in BACKENDS:
-        raise ConfigError(f"model.attn_backend '{m.attn_backend}' is not one of: {', '.join(BACKENDS)}")
+    if m.attn_backend != "auto" and m.attn_backend not in BACKENDS:
+        raise ConfigError(f"model.attn_backend '{m.attn_backend}' is not one of: auto, {', '.join(BACKENDS)}")
 
 
 def check_vocab(model_vocab: int, tokenizer_vocab: int, where: str) -> None:

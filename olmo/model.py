@@ -69,7 +69,8 @@ class Attention(nn.Module):
         d, hd = cfg.d_model, cfg.hd
         self.n_heads, self.n_kv, self.head_dim = cfg.n_heads, cfg.n_kv, hd
         self.window = cfg.window(layer)
-        self.backend = BACKENDS[cfg.attn_backend].fn
+        # "auto" is resolved by the trainer before it builds the model; anywhere else it means SDPA
+        self.backend = BACKENDS["sdpa" if cfg.attn_backend == "auto" else cfg.attn_backend].fn
         self.w_q = nn.Linear(d, cfg.n_heads * hd, bias=False)
         self.w_k = nn.Linear(d, self.n_kv * hd, bias=False)
         self.w_v = nn.Linear(d, self.n_kv * hd, bias=False)

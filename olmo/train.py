@@ -108,7 +108,8 @@ def preflight(cfg: TrainConfig, resume: bool) -> tuple[World, torch.device, Path
     world = world_from_env()
     validate(cfg, world.world_size)
     device = resolve_device(cfg.device, world)
-    get_backend(cfg.model.attn_backend, device)
+    if cfg.model.attn_backend != "auto":
+        get_backend(cfg.model.attn_backend, device)
     ckpt = checkpoint.latest(Path(cfg.run_dir))
     if ckpt and not resume:
         raise ConfigError(f"{cfg.run_dir} already has checkpoints (latest: {ckpt.name}); pass --resume to continue "
@@ -139,6 +140,23 @@ def init_checkpoint(cfg: TrainConfig) -> Path:
     return path
 
 
+def _choose_attention(cfg: TrainConfig, world: World, device: torch.device, say: Any) -> str:
+    """Resolve `attn_backend: auto` (olmo/attention_choice.py); rank 0 decides and every rank uses its answer."""
+    from olmo.attention_choice import choose, describe
+
+    name = None
+    if world.rank == 0:
+        choice = choose(cfg.model, cfg.micro_batch_size, cfg.data.seq_len, device)
+        say(describe(choice))
+        name = choice.backend
+    if world.world_size > 1:
+        box = [name]
+        torch.distributed.broadcast_object_list(box, src=0)
+        name = box[0]
+    assert name is not None
+    return name
+
+
 def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
     world, device, ckpt = preflight(cfg, resume)
     run_dir = Path(cfg.run_dir)
@@ -149,6 +167,8 @@ def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
 
     loader, val = build_data(cfg, world)
 
+    if cfg.model.attn_backend == "auto":
+        cfg.model.attn_backend = _choose_attention(cfg, world, device, say)
     model = parallel.build_parallel_model(cfg, world, device, mesh)
     optimizer = build_optimizer(model, cfg.optim, device)
     s = Setup(cfg, world, device, autocast_dtype(cfg, device, world), model, optimizer, loader, val)

@@ -1,0 +1,132 @@
+"""`model.attn_backend = "auto"`: pick the fastest attention backend that is numerically right for this model's
+shapes on this GPU, and say why.
+
+"flash-attn installed" must not mean "flash-attn used": on an H200, torch SDPA (cuDNN kernels) runs the OLMo-2-1B
+attention fwd+bwd in 2.09 ms against flash-attn 2's 3.44 ms (shared/bench/README.md). So on CUDA every available
+backend is timed (forward + backward, bf16, the model's batch/sequence/head shapes), checked against SDPA (relative
+error below REL_ERROR_BOUND), and the fastest correct one wins. The answer is cached per (GPU, torch, backends'
+versions, shapes) in the user cache, and a result recorded by `olmo-doctor build-kernels` for the same GPU and
+torch decides without timing when it exists. On the CPU the answer is SDPA without timing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from olmo.attention import BACKENDS, AttnFn
+from olmo.config import ModelConfig
+
+REL_ERROR_BOUND = 2e-2  # bf16: two correct kernels differ by ~2e-3, a wrong one by ~1
+CANDIDATES = ("sdpa", "flash_attn")  # "eager" is the readable reference, never the fast path
+
+
+@dataclass(frozen=True)
+class Choice:
+    backend: str
+    reason: str
+    timings_ms: dict[str, float]
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-12))
+
+
+def _time_fwd_bwd(fn: AttnFn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None,
+                  iters: int = 5) -> tuple[float, torch.Tensor]:
+    """Median ms of forward + backward, and the forward output (for the correctness check)."""
+    out = fn(q, k, v, window)
+    out.backward(torch.ones_like(out))
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        o = fn(q, k, v, window)
+        o.backward(torch.ones_like(o))
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times), out.detach()
+
+
+def measure(cfg: ModelConfig, batch: int, seq: int, device: torch.device,
+            names: tuple[str, ...] = CANDIDATES) -> dict[str, tuple[float, float]]:
+    """{backend: (ms, relative error vs sdpa)} for every candidate that can run here."""
+    runnable = [n for n in names if n in BACKENDS and BACKENDS[n].unavailable(device) is None]
+    gen = torch.Generator(device=device).manual_seed(0)
+    shape_q, shape_kv = (batch, seq, cfg.n_heads, cfg.hd), (batch, seq, cfg.n_kv, cfg.hd)
+    q = torch.randn(shape_q, device=device, dtype=torch.bfloat16, generator=gen).requires_grad_()
+    k = torch.randn(shape_kv, device=device, dtype=torch.bfloat16, generator=gen).requires_grad_()
+    v = torch.randn(shape_kv, device=device, dtype=torch.bfloat16, generator=gen).requires_grad_()
+    window = next((w for layer in range(cfg.n_layers) if (w := cfg.window(layer)) is not None), None)
+    results: dict[str, tuple[float, torch.Tensor]] = {}
+    for name in runnable:
+        try:
+            results[name] = _time_fwd_bwd(BACKENDS[name].fn, q, k, v, window)
+        except RuntimeError:  # a kernel that refuses these shapes is simply not a candidate
+            continue
+    ref = results.get("sdpa", next(iter(results.values()), (0.0, None)))[1]
+    return {n: (ms, _rel(out, ref) if ref is not None else 0.0) for n, (ms, out) in results.items()}
+
+
+def decide(measured: dict[str, tuple[float, float]]) -> Choice:
+    """The fastest backend whose error is within bound; SDPA when nothing else qualifies."""
+    ok = {n: ms for n, (ms, err) in measured.items() if err <= REL_ERROR_BOUND}
+    timings = {n: round(ms, 3) for n, (ms, _) in measured.items()}
+    if not ok:
+        return Choice("sdpa", "no backend could be timed here; SDPA is the safe default", timings)
+    best = min(ok, key=ok.__getitem__)
+    rejected = [n for n in measured if n not in ok]
+    why = ", ".join(f"{n} {ms:.2f} ms" for n, ms in sorted(ok.items(), key=lambda kv: kv[1]))
+    if rejected:
+        why += f"; rejected as numerically wrong: {', '.join(rejected)}"
+    return Choice(best, f"fastest fwd+bwd here ({why})", timings)
+
+
+def _cache_key(cfg: ModelConfig, batch: int, seq: int, device: torch.device) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        fa = version("flash-attn")
+    except PackageNotFoundError:
+        fa = "-"
+    parts = [torch.cuda.get_device_name(device), torch.__version__, fa, str(batch), str(seq), str(cfg.n_heads),
+             str(cfg.n_kv), str(cfg.hd), str(cfg.sliding_window)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _recorded_by_build_kernels(device: torch.device) -> str | None:
+    """What `olmo-doctor build-kernels` measured for this GPU and torch, when olmo-doctor has a record."""
+    try:
+        from olmo_doctor.build.verify import preferred_backend
+    except ImportError:
+        return None
+    winner = preferred_backend(torch.cuda.get_device_name(device), torch.__version__)
+    return {"flash-attn": "flash_attn"}.get(winner) if winner != "sdpa" else None
+
+
+def choose(cfg: ModelConfig, batch: int, seq: int, device: torch.device,
+           measure_fn: Callable[..., dict[str, tuple[float, float]]] = measure) -> Choice:
+    if device.type != "cuda":
+        return Choice("sdpa", "CPU: torch SDPA", {})
+    from olmo_doctor.resources import read_cache, user_cache_dir, write_cache
+
+    cache = user_cache_dir() / "attention-choice" / f"{_cache_key(cfg, batch, seq, device)}.json"
+    cached = read_cache(cache)
+    if isinstance(cached, dict) and cached.get("backend") in BACKENDS:
+        return Choice(cached["backend"], f"{cached['reason']} (cached)", cached.get("timings_ms", {}))
+    recorded = _recorded_by_build_kernels(device)
+    if recorded and BACKENDS[recorded].unavailable(device) is None:
+        choice = Choice(recorded, "faster than SDPA in olmo-doctor build-kernels' GPU check", {})
+    else:
+        choice = decide(measure_fn(cfg, batch, seq, device))
+    write_cache(cache, {"backend": choice.backend, "reason": choice.reason, "timings_ms": choice.timings_ms})
+    return choice
+
+
+def describe(choice: Choice) -> str:
+    return f"attention backend {choice.backend}: {choice.reason}"
