@@ -87,7 +87,8 @@ else
   else
     say "installing $torch_spec${torch_index:+ from $torch_index}"
     if [ -n "$torch_index" ]; then
-      "${pip[@]}" install -q "$torch_spec" --index-url "$torch_index" \
+      # one retry: an unreachable wheel index must fail fast, not back off for minutes per package
+      "${pip[@]}" install -q --retries 1 --timeout 15 "$torch_spec" --index-url "$torch_index" \
         || { say "that index failed; trying the default index"; "${pip[@]}" install -q "$torch_spec"; }
     else
       "${pip[@]}" install -q "$torch_spec"

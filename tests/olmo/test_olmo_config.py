@@ -94,7 +94,7 @@ def test_model_validation_messages() -> None:
         validate(cfg)
     cfg = _cfg()
     cfg.model.attn_backend = "magic"
-    with pytest.raises(ConfigError, match="attn_backend 'magic' is not one of: sdpa, eager, flash_attn"):
+    with pytest.raises(ConfigError, match="attn_backend 'magic' is not one of: auto, sdpa, eager, flash_attn"):
         validate(cfg)
 
 
