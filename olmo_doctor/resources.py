@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 _PKG = Path(__file__).resolve().parent
@@ -15,6 +16,23 @@ def data_dir(name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"olmo-doctor data folder '{name}' not found next to {_PKG}")
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write a temp file next to `path`, fsync, rename: readers see the old bytes or the new, never half."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def read_cache(path: Path) -> object | None:
@@ -29,9 +47,7 @@ def write_cache(path: Path, value: object) -> None:
     """Write a JSON cache entry atomically (temp file, then rename); a read-only home only costs the cache."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(value))
-        tmp.replace(path)
+        atomic_write(path, json.dumps(value).encode())
     except OSError:
         pass
 

@@ -19,15 +19,13 @@ trainer must not pick it whatever its speed.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from olmo_doctor.resources import user_cache_dir
+from olmo_doctor.resources import atomic_write, user_cache_dir
 
 SCHEMA = 1
 
@@ -90,10 +88,7 @@ def record(result: dict[str, Any], path: Path | None = None) -> Path:
     same = ("gpu", "torch", "package")
     data["results"] = [r for r in data["results"] if any(r.get(k) != result.get(k) for k in same)] + [result]
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".attention_backends-")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=1).encode())
     return path
 
 

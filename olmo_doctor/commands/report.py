@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -38,11 +37,10 @@ def register(app: typer.Typer) -> None:
         if output is None:
             typer.echo(text, nl=False)
             return
-        tmp = output.with_name(f".{output.name}.tmp")
+        from olmo_doctor.resources import atomic_write
+
         try:
-            tmp.write_text(text)
-            os.replace(tmp, output)
+            atomic_write(output, text.encode())
         except OSError as e:
-            tmp.unlink(missing_ok=True)
             raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
         typer.echo(f"wrote {output}; share it, or read it anywhere with: olmo-doctor check --from-report {output}")

@@ -20,8 +20,9 @@ from typing import Any
 from olmo_doctor import __version__
 from olmo_doctor.errors import UsageError
 from olmo_doctor.fix import pyenv, wheelpack
-from olmo_doctor.fix.journal import Entry, Journal, JournalError, atomic_write, check_writable, sha256_file
+from olmo_doctor.fix.journal import Entry, Journal, JournalError, check_writable, sha256_file
 from olmo_doctor.fix.plan import FixPlan, PlanItem
+from olmo_doctor.resources import atomic_write
 
 Echo = Callable[[str], None]
 DONE = ("undone", "rolled_back")  # entries with nothing left to undo

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from olmo_doctor.errors import UsageError
+from olmo_doctor.resources import atomic_write
 
 FORMAT = 1
 JOURNAL_DIR = ".olmo-doctor/journal"
@@ -55,23 +56,6 @@ def sha256_file(path: Path) -> str:
 
 def _canonical(entry: dict[str, Any]) -> bytes:
     return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write a temp file next to `path`, fsync, rename: readers see the old bytes or the new, never half."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def check_writable(project: Path) -> None:
