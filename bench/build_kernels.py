@@ -86,10 +86,13 @@ def main() -> int:
     results = {
         "plan": {
             k: plan[k]
-            for k in ("version", "archs", "max_jobs", "nvcc_threads", "translation_units", "predicted_peak_gb")
+            for k in ("version", "archs", "max_jobs", "nvcc_threads", "translation_units", "compile_jobs",
+                      "predicted_peak_gb")
         },
         "end_to_end_s": round(build_s, 1),
         "compile_s": first.get("wall_s"),
+        "phases_s": {k: first.get(k) for k in ("source_s", "wall_s", "install_s", "verify_s")},
+        "timeline": first.get("timeline"),
         "status": first.get("status"),
         "verified": first.get("verified"),
         "peak_rss_gb": peak,

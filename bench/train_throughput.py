@@ -78,7 +78,12 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
     get_backend(cfg.attn_backend, device)
     model = build_model(cfg, device, seed=0)
     model.lm_head.fused_loss = not args.plain_loss
-    if compiled:
+    if "chunk" in opts:
+        model.lm_head.loss_chunk_rows = int(opts["chunk"])
+    if compiled and "mode" in opts:  # a torch.compile mode other than the trainer's default
+        for block in model.blocks.values():
+            block.compile(mode=opts["mode"])
+    elif compiled:
         apply_compile(model)
     opt = build_optimizer(model, OptimConfig(lr=1e-4, fused=True), device)
 
@@ -164,7 +169,7 @@ def run_hf(args: argparse.Namespace) -> dict:
 
 
 def run_one(args: argparse.Namespace) -> dict:
-    # "ours:fuse=1,sdp=cudnn,attn=flash_attn" runs a variant of ours
+    # "ours:fuse=1,sdp=cudnn,attn=flash_attn,chunk=16384,mode=max-autotune-no-cudagraphs" runs a variant of ours
     impl, _, spec = args.run.partition(":")
     opts = dict(kv.split("=", 1) for kv in spec.split(",") if "=" in kv)
     runners: dict[str, Callable[[], dict]] = {

@@ -136,13 +136,15 @@ class LMHead(nn.Module):
         self.norm = RMSNorm(d_model, eps)
         self.w_out = nn.Linear(d_model, vocab_size, bias=False)
         self.fused_loss = True
+        self.loss_chunk_rows: int | None = None  # None: olmo.loss picks ~2 GiB of logits per chunk
 
     def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None, z_loss_multiplier: float = 0.0
                 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         if labels is None:
             return self.w_out(self.norm(x))
         if self.fused_loss:
-            return fused_linear_cross_entropy(self.norm(x), self.w_out.weight, labels, z_loss_multiplier)
+            return fused_linear_cross_entropy(self.norm(x), self.w_out.weight, labels, z_loss_multiplier,
+                                              chunk=self.loss_chunk_rows)
         return lm_loss(self.w_out(self.norm(x)), labels, z_loss_multiplier)
 
 

@@ -29,7 +29,8 @@ def test_dry_run_json_from_the_h200_report() -> None:
     assert proc.returncode == 0, proc.stderr
     fa, xf = json.loads(proc.stdout)["plans"]
     assert fa["archs"] == ["90"] and fa["env"]["FLASH_ATTN_CUDA_ARCHS"] == "90"
-    assert fa["translation_units"] == 7 and fa["max_jobs"] == 7 and fa["version"].endswith("+olmo.hd128.bf16")
+    assert fa["translation_units"] == 7 and fa["compile_jobs"] == 12 and fa["max_jobs"] == 12
+    assert fa["split_branches"] and fa["version"].endswith("+olmo.hd128.bf16")
     assert fa["jobs_sizing"]["cpus"] == 16 and fa["jobs_sizing"]["memory_gb"] > 120
     assert xf["subset"] is None and xf["env"]["TORCH_CUDA_ARCH_LIST"] == "9.0a" and xf["max_jobs"] == 13
     full = json.loads(_cli("--from-report", str(FIXTURE), "--json").stdout)["plans"][0]  # report => dry run

@@ -44,7 +44,9 @@ def test_h200_targets_arch_90_only_and_sizes_jobs_from_that_machine():
     assert full.predicted_peak_gb == pytest.approx(16 * 4.0 + RESERVED_GB)  # the anchor build peaked at 64 GB
     assert full.argv[1:8] == ["-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "--no-index"]
     sub = _plan(H200, subset="olmo")
-    assert sub.translation_units == 7 and sub.env["MAX_JOBS"] == "7"
+    # 16 CPUs and 134 GB run all 10 long jobs in one wave: the backward files split by branch
+    assert sub.translation_units == 7 and sub.split_branches and sub.compile_jobs == 12
+    assert sub.env["MAX_JOBS"] == "12" and sub.cache_key["split_branches"] is True
     assert sub.version == "2.8.3.post2+olmo.hd128.bf16"
     assert sub.env["FLASH_ATTN_LOCAL_VERSION"] == "olmo.hd128.bf16"
     assert full.ok and sub.ok and not full.warnings
@@ -60,8 +62,22 @@ def test_max_jobs_never_exceeds_memory_or_cpus(name, subset):
     assert s.jobs >= 1
     assert s.jobs == 1 or s.jobs * s.gb_per_job <= usable
     assert s.jobs * s.threads_per_job <= facts["cpu.count"] or s.jobs == 1
-    assert s.jobs <= p.translation_units
+    assert s.jobs <= p.compile_jobs
     assert int(p.env["MAX_JOBS"]) == s.jobs
+
+
+def test_branch_split_only_when_every_long_job_runs_at_once():
+    """Branch files repeat ~15 s of headers each: on a machine that cannot run all 10 long jobs together the
+    plan keeps the 7 whole units (fewer, longer jobs finish sooner there)."""
+    for name, facts in MACHINES.items():
+        p = _plan(facts, subset="olmo")
+        wide = size_jobs(float(facts["mem.available_gb"]), int(facts["cpu.count"]), p.sizing.gb_per_job, 1, 12, None)
+        assert p.split_branches == (wide.jobs >= 10), name
+        assert p.compile_jobs == (12 if p.split_branches else 7)
+        assert p.sizing.jobs <= p.compile_jobs
+    small = _plan({**H200, "cpu.count": 8}, subset="olmo")
+    assert not small.split_branches and small.env["MAX_JOBS"] == "7" and small.compile_jobs == 7
+    assert small.cache_digest != _plan(H200, subset="olmo").cache_digest  # a different build, a different wheel
 
 
 def test_container_uses_cgroup_limits_not_the_host():

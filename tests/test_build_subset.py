@@ -3,6 +3,7 @@ pip into the user cache, sha256 checked; skipped with the reason when the regist
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import tarfile
@@ -48,7 +49,7 @@ def test_sdist_is_the_pinned_one(sdist: Path) -> None:
 
 def test_subset_keeps_7_translation_units(tree: Path) -> None:
     assert len(flash_attn_2_sources((tree / "setup.py").read_text())) == 73  # upstream: 72 .cu + api
-    units = apply_subset(tree, OLMO)
+    units = apply_subset(tree, OLMO, split=False)
     assert len(units) == 7
     assert units[0] == "csrc/flash_attn/flash_api.cpp"
     names = sorted(Path(u).name for u in units[1:])
@@ -64,6 +65,48 @@ def test_subset_keeps_7_translation_units(tree: Path) -> None:
     compile(setup, "setup.py", "exec")  # still valid Python
 
 
+def test_branch_split_routes_the_backward_files(tree: Path) -> None:
+    """The same 7 units; the backward files (the recipe's split_directions) each split into a router + one file
+    per branch it can reach (causal: even and uneven lengths; non-causal: + sliding window), in namespaces of
+    their own, with runtime agreement checks."""
+    assert OLMO.split_directions == ("bwd",)
+    files = apply_subset(tree, OLMO)  # the recipe splits by default
+    assert len(files) == OLMO.compile_units == 12 and files[0] == "csrc/flash_attn/flash_api.cpp"
+    setup = (tree / "setup.py").read_text()
+    assert flash_attn_2_sources(setup) == files
+    compile(setup, "setup.py", "exec")
+    kernel_files = [f for f in files if f.endswith("_sm80.cu")]
+    assert len(kernel_files) == 6
+    branch_files = [f for f in files if "_olmo_" in f]
+    assert len(branch_files) == 5 and files.index(branch_files[-1]) < files.index(kernel_files[0])  # long jobs first
+    for unit in kernel_files:
+        if "_bwd_" not in unit:  # forward files compile whole, untouched
+            assert "olmo-doctor" not in (tree / unit).read_text()
+            continue
+        router = (tree / unit).read_text()
+        causal = "_causal_" in unit
+        names = ["even", "uneven"] + ([] if causal else ["local"])
+        assert sorted(f.rsplit("_olmo_", 1)[1][:-3] for f in branch_files if f.startswith(unit[:-3])) == sorted(names)
+        assert "template<>" in router and "#include \"flash.h\"" in router and "launch_template" not in router
+        assert ("window_size_left >= 0" in router) == (not causal)
+        assert "seqlen_q % 256 == 0 && params.seqlen_k % 256 == 0" in router
+        for name in names:
+            branch = (tree / f"{unit[:-3]}_olmo_{name}.cu").read_text()
+            assert f"#define FLASH_NAMESPACE flash_olmo_{name}" in branch
+            assert f"#define OLMO_PART_EVEN_MN {int(name == 'even')}" in branch
+            assert f"#define OLMO_PART_LOCAL {int(name == 'local')}" in branch
+            assert f"void olmo_{Path(unit).stem}_{name}(void *params, cudaStream_t stream)" in router
+    src = tree / "csrc/flash_attn/src"
+    assert (src / "flash_fwd_launch_template.h").read_text().count("EVENMN_SWITCH(is_even_MN") == 2
+    assert (src / "flash_bwd_launch_template.h").read_text().count("EVENMN_SWITCH(is_even_MN") == 1
+    assert "BOOL_SWITCH(is_even_MN" not in (src / "flash_fwd_launch_template.h").read_text()
+    switch = (src / "static_switch.h").read_text()
+    assert "#define EVENMN_SWITCH BOOL_SWITCH" in switch and "TORCH_CHECK(bool(COND) == bool(OLMO_PART_LOCAL)" in switch
+    assert json.loads((tree / MARKER).read_text())["split_branches"] is True
+    with pytest.raises(SubsetError, match="split_branches True"):
+        apply_subset(tree, OLMO, split=False)  # a split tree is not reused for an unsplit build
+
+
 def test_dispatch_and_runtime_checks(tree: Path) -> None:
     apply_subset(tree, OLMO)
     switch = (tree / "csrc/flash_attn/src/static_switch.h").read_text()
@@ -73,8 +116,11 @@ def test_dispatch_and_runtime_checks(tree: Path) -> None:
     assert all(line.endswith("\\") for line in hdim.splitlines()[:-1])  # still one macro
     assert "#define BOOL_SWITCH" in switch and "#ifdef FLASHATTENTION_DISABLE_LOCAL" in switch  # untouched
     api = (tree / "csrc/flash_attn/flash_api.cpp").read_text()
-    assert f'TORCH_CHECK(q.dtype() == torch::kBFloat16, "{subset_error_text(OLMO, "dtype")}"' in api
-    assert f'TORCH_CHECK(d == 128, "{subset_error_text(OLMO, "head dim")}", d);' in api
+    # messages built with std::string: TORCH_CHECK's ("text", value) form formats through std::ostream in the
+    # extension, which crashed (SIGSEGV in num_put) when built by a toolchain linking libstdc++ statically
+    assert (f'TORCH_CHECK(q.dtype() == torch::kBFloat16, std::string("{subset_error_text(OLMO, "dtype")}") + '
+            "c10::toString(q.scalar_type()));") in api
+    assert f'TORCH_CHECK(d == 128, std::string("{subset_error_text(OLMO, "head dim")}") + std::to_string(d));' in api
     # the checks sit in set_params_fprop, which forward, varlen, kv-cache and backward all call
     body = api[api.index("void set_params_fprop(") : api.index("void set_params_dgrad(")]
     assert "olmo-doctor --subset olmo" in body and api.count("olmo-doctor --subset olmo) has kernels") == 2

@@ -119,3 +119,22 @@ def test_xformers_info_parsing() -> None:
     assert fields["memory_efficient_attention.cutlassF-pt"] == "available"
     cpu_build = "xFormers 0.0.35\nbuild.cuda_version:  None\nbuild.python_version: 3.12.3\n"
     assert xformers_info(cpu_build)[1] is False
+
+
+def test_a_crashing_check_is_named(tmp_path: Path) -> None:
+    """A kernel that kills the check process (SIGSEGV) fails verification and the report names the check that
+    was running: a real crashing process, the same one-process protocol gpucheck.py follows."""
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "echo 'gpucheck: running main' >&2\n"
+        "echo 'gpucheck: running local' >&2\n"
+        "echo '  File \"flash_attn_interface.py\", line 91 in _flash_attn_forward' >&2\n"
+        "kill -SEGV $$\n"
+    )
+    fake.chmod(0o755)
+    res = verify.verify("flash-attn", str(fake), [128])
+    assert not res["ok"]
+    problem = res["problems"][0]
+    assert "signal 11" in problem and "during the sliding-window attention check" in problem
+    assert "line 91 in _flash_attn_forward" in problem

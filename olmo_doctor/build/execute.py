@@ -13,7 +13,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,9 @@ class BuildResult:
     wheel: Path | None
     steps_done: int
     steps_total: int | None
+    # (seconds since the build started, event): when ninja began and when each compile step finished, so a
+    # slow build shows whether the time went to setup, one long unit, or packing
+    timeline: list[tuple[float, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -108,6 +111,7 @@ def run_plan(
     env = {**os.environ, **plan.env}
     start = time.monotonic()
     done, total = 0, None
+    timeline: list[tuple[float, str]] = []
     columns = (
         SpinnerColumn(),
         TextColumn("[bold]{task.description}"),
@@ -142,12 +146,16 @@ def run_plan(
                 log.write(line)
                 if on_line:
                     on_line(line)
+                if "Emitting ninja build file" in line:
+                    timeline.append((round(time.monotonic() - start, 1), "ninja start"))
                 for step, steps, what in parse_progress([line]):
                     done, total = step, steps
+                    elapsed = round(time.monotonic() - start, 1)
+                    timeline.append((elapsed, f"[{step}/{steps}] {what}"))
                     # piped (not a terminal), ninja prints [n/N] when step n has finished
                     bar.update(task, completed=step, total=steps, unit=what)
                     if not console.is_terminal:  # logs and CI: one line per compile step instead of a bar
-                        console.print(f"[{step}/{steps}] {what}", markup=False, highlight=False)
+                        console.print(f"[{step}/{steps}] {what} ({elapsed:.0f} s)", markup=False, highlight=False)
                 if "Building wheel for" in line and total is not None:
                     bar.update(task, completed=total, unit="linking and packing")
             rc = proc.wait()
@@ -156,7 +164,8 @@ def run_plan(
         wall = time.monotonic() - start
         log.write(f"# returncode {rc}, wall {wall:.1f} s, peak RSS {rss.peak / 1e9:.2f} GB\n")
     wheels = sorted(Path(plan.wheel_dir).glob("*.whl"), key=lambda p: p.stat().st_mtime)
-    return BuildResult(rc, wall, rss.peak / 1e9, log_path, wheels[-1] if rc == 0 and wheels else None, done, total)
+    wheel = wheels[-1] if rc == 0 and wheels else None
+    return BuildResult(rc, wall, rss.peak / 1e9, log_path, wheel, done, total, timeline)
 
 
 def explain_failure(log_path: Path) -> dict[str, Any]:

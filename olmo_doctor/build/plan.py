@@ -73,6 +73,8 @@ class BuildPlan:
     cache_digest: str
     blockers: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
+    compile_jobs: int = 0  # files compiled: translation_units, or more when the subset splits branches
+    split_branches: bool = False
 
     @property
     def ok(self) -> bool:
@@ -105,6 +107,8 @@ class BuildPlan:
                 "reason": self.sizing.reason,
             },
             "translation_units": self.translation_units,
+            "compile_jobs": self.compile_jobs or self.translation_units,
+            "split_branches": self.split_branches,
             "predicted_peak_gb": self.predicted_peak_gb,
             "cache_key": self.cache_key,
             "cache_digest": self.cache_digest,
@@ -204,14 +208,18 @@ def plan_build(
     mean = (subset.gb_mean_per_job_arch if subset else recipe.gb_per_job_arch) * working
     mem = facts.get("mem.available_gb") or facts.get("mem.total_gb")
     cpus = facts.get("cpu.count")
-    sizing = size_jobs(
-        float(mem) if isinstance(mem, (int, float)) else None,
-        cpus if isinstance(cpus, int) else None,
-        gb_job,
-        working,
-        tus,
-        request.jobs,
-    )
+    memory_gb = float(mem) if isinstance(mem, (int, float)) else None
+    cpu_count = cpus if isinstance(cpus, int) else None
+    split = False
+    sizing = size_jobs(memory_gb, cpu_count, gb_job, working, tus, request.jobs)
+    if subset and subset.split_branches:
+        # Branch files cut the slowest job (a whole kernel file) to its slowest branch, but repeat ~15 s of
+        # headers per file: a win only when every long job runs in the same wave (routers are seconds long).
+        wide = size_jobs(memory_gb, cpu_count, gb_job, working, subset.compile_units, request.jobs)
+        long_jobs = subset.compile_units - subset.routers
+        if wide.jobs >= long_jobs:
+            split, sizing = True, wide
+            mean = subset.gb_mean_per_branch_job * working
     version = recipe.version + (f"+{subset.local_version}" if subset else "")
     key = {
         "package": recipe.package,
@@ -227,6 +235,7 @@ def plan_build(
         "source_sha256": None if request.source else recipe.sha256,
         "source_path": request.source,
         "source_id": request.source_id,
+        "split_branches": split,
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     root = Path(request.work_root).expanduser()
@@ -274,6 +283,8 @@ def plan_build(
         nvcc_threads=threads,
         sizing=sizing,
         translation_units=tus,
+        compile_jobs=subset.compile_units if split and subset else tus,
+        split_branches=split,
         predicted_peak_gb=round(sizing.jobs * mean + RESERVED_GB, 1),
         cache_key=key,
         cache_digest=digest,

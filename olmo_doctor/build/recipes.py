@@ -43,6 +43,22 @@ class Subset:
     gb_per_job_arch: float
     env: dict[str, str] = field(default_factory=dict)  # e.g. FlashAttention-3's FLASH_ATTENTION_DISABLE_*
     gb_mean_per_job_arch: float = 0.0  # mean unit peak (predicts the peak when all units run at once)
+    split_directions: tuple[str, ...] = ()  # kernel files (fwd/fwd_split/bwd) compiled as one file per branch
+    compile_jobs: int = 0  # files compiled after the split (= translation_units without it)
+    gb_mean_per_branch_job: float = 0.0  # mean peak of the jobs running together after the split
+
+    @property
+    def compile_units(self) -> int:
+        return self.compile_jobs or self.translation_units
+
+    @property
+    def split_branches(self) -> bool:
+        return bool(self.split_directions)
+
+    @property
+    def routers(self) -> int:
+        """Kernel files that become routers when split (each is a short job)."""
+        return len(self.split_directions) * len(self.head_dims) * len(self.dtypes) * len(self.causal)
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,10 @@ def _subset(name: str, t: dict[str, Any], where: str) -> Subset:
         gb_per_job_arch=_need(t, "gb_per_job_arch", float, w),
         env={k: str(v) for k, v in t.get("env", {}).items()},
         gb_mean_per_job_arch=float(t.get("gb_mean_per_job_arch", t["gb_per_job_arch"])),
+        split_directions=tuple(t.get("split_directions", [])),
+        compile_jobs=int(t.get("compile_jobs", 0)),
+        gb_mean_per_branch_job=float(t.get("gb_mean_per_branch_job", t.get("gb_mean_per_job_arch",
+                                                                          t["gb_per_job_arch"]))),
     )
 
 

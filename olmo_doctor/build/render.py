@@ -38,7 +38,9 @@ def print_plan(console: Console, plan: BuildPlan) -> None:
         highlight=False,
     )
     console.print(
-        f"  work        {plan.translation_units} translation units; MAX_JOBS {s.reason}; nvcc "
+        f"  work        {plan.translation_units} translation units"
+        + (f" compiled as {plan.compile_jobs} jobs (one per kernel branch)" if plan.split_branches else "")
+        + f"; MAX_JOBS {s.reason}; nvcc "
         f"--threads {plan.nvcc_threads}",
         highlight=False,
         soft_wrap=True,

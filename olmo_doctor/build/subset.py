@@ -12,6 +12,11 @@ building something wrong):
 - flash_api.cpp: set_params_fprop (every forward, varlen, kv-cache and backward entry calls it) rejects other
   dtypes and head dims with a clear TORCH_CHECK error before any kernel is launched.
 
+A parallel build lasts as long as its slowest unit, and one kernel file still instantiates a kernel per branch
+of its runtime switches (sequence lengths that are or are not multiples of the tile, sliding window or not).
+With `split_branches` each kept kernel file becomes a small router, and every branch compiles in a file of its
+own (see branches.py): 6 kernel files become 6 routers + 15 branch files, so the slowest job holds one kernel.
+
 No upstream text is stored here: the code below writes its own replacements.
 """
 
@@ -141,10 +146,14 @@ def subset_error_text(subset: Subset, what: str) -> str:
 def _fa2_api(text: str, subset: Subset) -> str:
     dtype_ok = " || ".join(f"q.dtype() == {_DTYPES[d][1]}" for d in subset.dtypes)
     dim_ok = " || ".join(f"d == {d}" for d in subset.head_dims)
+    # The messages are built with std::string, not TORCH_CHECK's `"text", value` form: that form formats the
+    # value through std::ostream inside this library, and a toolchain that links libstdc++ statically into
+    # the extension (the H200 image's /opt/gcc does) crashes there (SIGSEGV in num_put; measured on the H200).
     checks = (
         f"    // olmo-doctor --subset {subset.name}: only these kernels exist; fail here, not in a launch.\n"
-        f'    TORCH_CHECK({dtype_ok}, "{subset_error_text(subset, "dtype")}", q.dtype());\n'
-        f'    TORCH_CHECK({dim_ok}, "{subset_error_text(subset, "head dim")}", d);\n'
+        f'    TORCH_CHECK({dtype_ok}, std::string("{subset_error_text(subset, "dtype")}") + '
+        "c10::toString(q.scalar_type()));\n"
+        f'    TORCH_CHECK({dim_ok}, std::string("{subset_error_text(subset, "head dim")}") + std::to_string(d));\n'
     )
     return _replace_once(
         text,
@@ -154,47 +163,52 @@ def _fa2_api(text: str, subset: Subset) -> str:
     )
 
 
-def _flash_attn_2(tree: Path, subset: Subset) -> list[str]:
+def _flash_attn_2(tree: Path, subset: Subset, split: bool) -> list[str]:
     edits = {
         "setup.py": _fa2_setup,
         "csrc/flash_attn/src/static_switch.h": _fa2_switches,
         "csrc/flash_attn/flash_api.cpp": _fa2_api,
     }
-    new = {}
-    for (
-        rel,
-        edit,
-    ) in edits.items():  # edit everything in memory first: a failed anchor leaves the tree as it was
+    new: dict[str, str] = {}
+    for rel, edit in edits.items():  # edit everything in memory first: a failed anchor leaves the tree as it was
         path = tree / rel
         if not path.is_file():
             raise SubsetError(f"{path} not found; is {tree} a flash-attn 2 source tree?")
         new[rel] = edit(path.read_text(), subset)
+    if split:
+        from olmo_doctor.build.branches import direction_of, split_branches
+
+        kept = [u for u in flash_attn_2_sources(new["setup.py"]) if u.endswith(".cu")]
+        new.update(split_branches(tree, [u for u in kept if direction_of(u) in subset.split_directions], new))
     for rel, text in new.items():
         (tree / rel).write_text(text)
     return flash_attn_2_sources(new["setup.py"])
 
 
-def _env_only(tree: Path, subset: Subset) -> list[str]:
+def _env_only(tree: Path, subset: Subset, split: bool) -> list[str]:
     """Packages with their own switches (FlashAttention-3's FLASH_ATTENTION_DISABLE_*): the plan's env does
     the work; nothing in the tree changes."""
     return [f"({subset.translation_units} units chosen by hopper/setup.py from the plan's environment)"]
 
 
-TRANSFORMS: dict[str, Callable[[Path, Subset], list[str]]] = {"flash_attn_2": _flash_attn_2, "env": _env_only}
+TRANSFORMS: dict[str, Callable[[Path, Subset, bool], list[str]]] = {"flash_attn_2": _flash_attn_2, "env": _env_only}
 
 
-def apply_subset(tree: Path, subset: Subset) -> list[str]:
-    """Transform `tree` (a private copy) in place; returns the translation units left to compile."""
+def apply_subset(tree: Path, subset: Subset, split: bool | None = None) -> list[str]:
+    """Transform `tree` (a private copy) in place; returns the files left to compile (the kept translation
+    units, plus their branch files when `split`: the plan's choice, by default the recipe's)."""
+    split = subset.split_branches if split is None else split
     marker = tree / MARKER
     if marker.exists():
         done = json.loads(marker.read_text())
-        if done.get("subset") != subset.name:
-            raise SubsetError(f"{tree} already carries subset '{done.get('subset')}'; use a fresh copy")
+        if done.get("subset") != subset.name or done.get("split_branches", False) != split:
+            raise SubsetError(f"{tree} already carries subset '{done.get('subset')}' (split_branches "
+                              f"{done.get('split_branches', False)}); use a fresh copy")
         return list(done["translation_units"])
-    units = TRANSFORMS[subset.transform](tree, subset)
-    if subset.transform != "env" and len(units) != subset.translation_units:
-        raise SubsetError(
-            f"subset '{subset.name}' left {len(units)} translation units, the recipe expects {subset.translation_units}"
-        )
-    marker.write_text(json.dumps({"subset": subset.name, "translation_units": units}, indent=1))
+    units = TRANSFORMS[subset.transform](tree, subset, split)
+    expected = subset.compile_units if split else subset.translation_units
+    if subset.transform != "env" and len(units) != expected:
+        raise SubsetError(f"subset '{subset.name}' left {len(units)} files to compile, the recipe expects {expected}")
+    marker.write_text(json.dumps({"subset": subset.name, "split_branches": split, "translation_units": units},
+                                 indent=1))
     return units

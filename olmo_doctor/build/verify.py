@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from olmo_doctor.build.gpucheck import CHECKS
 from olmo_doctor.resources import atomic_write, user_cache_dir
 
 SCHEMA = 1
@@ -39,10 +40,11 @@ def judge(package: str, raw: dict[str, Any], subset_dims: list[int], subset_text
     problems = []
     if raw["max_rel_error"] > raw["rel_error_bound"]:
         problems.append(f"relative error {raw['max_rel_error']:.2e} exceeds {raw['rel_error_bound']:.0e}")
+    uneven = raw.get("uneven_rel_error", 0.0)
+    if uneven > raw["rel_error_bound"]:
+        problems.append(f"uneven-length relative error {uneven:.2e} exceeds the bound")
     local = raw.get("local_rel_error", 0.0)
-    if raw.get("local_rel_error_crashed"):
-        problems.append(f"sliding-window attention {local}")
-    elif local > raw["rel_error_bound"]:
+    if local > raw["rel_error_bound"]:
         problems.append(f"sliding-window relative error {local:.2e} exceeds the bound")
     outside = str(raw.get("outside_subset", ""))
     if subset_dims and (outside in ("", "no error raised") or subset_text not in outside):
@@ -63,6 +65,7 @@ def judge(package: str, raw: dict[str, Any], subset_dims: list[int], subset_text
         "max_rel_error",
         "rel_error_bound",
         "local_rel_error",
+        "uneven_rel_error",
         "outside_subset",
     )
     return {
@@ -109,13 +112,15 @@ def preferred_backend(gpu: str, torch_version: str, path: Path | None = None) ->
 def _failure(proc: subprocess.CompletedProcess[str]) -> str:
     """The line that says why the check process failed: a signal, or the last error line of its stderr (warnings
     print source lines after their message, so the plain last line is often not the error)."""
+    marks = re.findall(r"^gpucheck: running (\w+)$", proc.stderr, re.MULTILINE)
+    during = f" during the {CHECKS.get(marks[-1], marks[-1])} check" if marks else ""
     if proc.returncode < 0:
         where = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip().startswith("File ")][:1]
-        return (f"the check process was killed by signal {-proc.returncode} (a crash inside the kernel)"
+        return (f"the check process was killed by signal {-proc.returncode} (a crash inside the kernel){during}"
                 + (f" at {where[0]}" if where else ""))
     lines = [ln.strip() for ln in proc.stderr.strip().splitlines() if ln.strip()]
     errors = [ln for ln in lines if re.search(r"(Error|Exception|error:|Aborted|terminate called)", ln)]
-    return (errors or lines or [f"exit code {proc.returncode}, no output"])[-1][:300]
+    return (errors or lines or [f"exit code {proc.returncode}, no output"])[-1][:300] + during
 
 
 def verify(

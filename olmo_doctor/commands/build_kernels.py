@@ -210,19 +210,22 @@ def _build_one(
         )
     else:
         render.print_plan(console, p)
+        phase_start = time.monotonic()
         work = Path(p.work_dir)
         tree = src_mod.prepare(
             recipe, p.source.get("location") if p.source["kind"] == "path" else None, work, python
         )
         if p.subset:
-            units = apply_subset(tree, recipe.subsets[p.subset])
-            console.print(f"  subset {p.subset}: {len(units)} translation units", highlight=False)
+            units = apply_subset(tree, recipe.subsets[p.subset], split=p.split_branches)
+            console.print(f"  subset {p.subset}: {len(units)} files to compile", highlight=False)
+        outcome["source_s"] = round(time.monotonic() - phase_start, 1)  # copy/unpack + subset edit
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log = user_cache_dir() / "logs" / f"{p.package}-{p.version}-{stamp}.log"
         result = execute.run_plan(p, log, console)
         outcome.update(
             log=str(log),
             wall_s=round(result.wall_s, 1),
+            timeline=result.timeline,
             peak_rss_gb=round(result.peak_rss_gb, 2),
             predicted_peak_gb=p.predicted_peak_gb,
         )
@@ -234,8 +237,10 @@ def _build_one(
                 console.print(f"  $ {cmd}", highlight=False, markup=False)
             return {**outcome, "status": "failed", "diagnosis": verdict}
         assert result.wheel is not None
+        phase_start = time.monotonic()
         stored = cache.store(p, result.wheel, {"wall_s": result.wall_s, "peak_rss_gb": result.peak_rss_gb})
         proc = cache.install(stored, python)
+        outcome["install_s"] = round(time.monotonic() - phase_start, 1)
         if proc.returncode != 0:
             return {**outcome, "status": "failed", "error": proc.stderr.strip()[-500:]}
         shutil.rmtree(work, ignore_errors=True)  # objects are in the wheel now; the cache keeps the wheel
@@ -246,7 +251,9 @@ def _build_one(
             highlight=False,
         )
     if verify_gpu:
+        phase_start = time.monotonic()
         outcome["verified"] = _verify(console, recipe, p, python)
+        outcome["verify_s"] = round(time.monotonic() - phase_start, 1)
     return outcome
 
 
