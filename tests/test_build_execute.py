@@ -39,6 +39,8 @@ FAKE_BUILD = textwrap.dedent("""
     # a child holding ~300 MB, like an nvcc job, so the sampler must look at the whole process tree
     child = subprocess.Popen([sys.executable, "-c",
         "import time; b = bytearray(300_000_000); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.5)"])
+    print("  Running command python setup.py bdist_wheel", flush=True)
+    print("  Emitting ninja build file /b/build.ninja...", flush=True)
     for i in (1, 2, 3):
         print(f"  [{i}/3] nvcc -c /src/unit{i}.cu -o unit{i}.o", flush=True)
         time.sleep(0.3)
@@ -76,6 +78,10 @@ def test_run_plan_success_streams_progress_log_and_peak_rss(tmp_path: Path) -> N
     assert "[2/3] nvcc -c /src/unit2.cu" in log and "FLASH_ATTN_CUDA_ARCHS" in log and "returncode 0" in log
     assert len(seen) >= 4
     assert "[3/3] unit3.cu" in (tmp_path / "console.txt").read_text()  # non-terminal: one line per step
+    events = [e for _, e in res.timeline]
+    assert events == ["bdist_wheel starts", "ninja starts", "[1/3] unit1.cu", "[2/3] unit2.cu", "[3/3] unit3.cu"]
+    times = [t for t, _ in res.timeline]
+    assert times == sorted(times) and times[-1] - times[1] >= 0.5  # the steps were 0.3 s apart
 
 
 def test_failure_without_diagnose_points_at_the_first_failed_block(tmp_path: Path, monkeypatch) -> None:

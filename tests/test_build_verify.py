@@ -138,3 +138,25 @@ def test_a_crashing_check_is_named(tmp_path: Path) -> None:
     problem = res["problems"][0]
     assert "signal 11" in problem and "during the sliding-window attention check" in problem
     assert "line 91 in _flash_attn_forward" in problem
+
+
+def test_pending_check_waits_for_the_package_then_judges(tmp_path: Path) -> None:
+    """The check started before the build (--wait) does nothing with the package until it reads 'go'; a failed
+    build cancels it. A stand-in interpreter plays gpucheck's side of that protocol."""
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *--wait*) ;; *) exit 9 ;; esac\n'
+        "echo 'gpucheck: running ready' >&2\n"
+        "read line\n"
+        '[ "$line" = go ] || exit 3\n'
+        f"echo '{json.dumps(RAW)}'\n"
+    )
+    fake.chmod(0o755)
+    pending = verify.PendingCheck("flash-attn", str(fake), [128])
+    assert pending.proc.poll() is None  # waiting for the build
+    res = pending.finish(subset_text="olmo-doctor --subset olmo")
+    assert res["ok"] and res["faster"] == "sdpa" and res["kernel_ms"] == RAW["kernel_ms"]
+    cancelled = verify.PendingCheck("flash-attn", str(fake), [128])
+    cancelled.cancel()
+    assert cancelled.proc.returncode is not None

@@ -99,6 +99,16 @@ class PeakRSS:
         self._thread.join(timeout=5)
 
 
+# pip / setuptools / torch.utils.cpp_extension lines that mark the build's phases (for the timeline)
+_MILESTONES = (
+    ("Preparing metadata (setup.py): finished", "metadata done"),
+    ("setup.py bdist_wheel", "bdist_wheel starts"),
+    ("running build_ext", "build_ext starts"),
+    ("Emitting ninja build file", "ninja starts"),
+    ("Created wheel for", "wheel packed"),
+)
+
+
 def run_plan(
     plan: BuildPlan,
     log_path: Path,
@@ -146,8 +156,9 @@ def run_plan(
                 log.write(line)
                 if on_line:
                     on_line(line)
-                if "Emitting ninja build file" in line:
-                    timeline.append((round(time.monotonic() - start, 1), "ninja start"))
+                event = next((name for marker, name in _MILESTONES if marker in line), None)
+                if event:
+                    timeline.append((round(time.monotonic() - start, 1), event))
                 for step, steps, what in parse_progress([line]):
                     done, total = step, steps
                     elapsed = round(time.monotonic() - start, 1)

@@ -14,6 +14,7 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 from typing import Any
 
 REL_ERROR_BOUND = 2e-2
@@ -24,8 +25,6 @@ def _rel(a: Any, b: Any) -> float:
 
 
 def _time_ms(fn: Any, device: str = "cuda", iters: int = 20, warmup: int = 3) -> float:
-    import time
-
     import torch
 
     for _ in range(warmup):
@@ -68,7 +67,8 @@ def _sdpa(q: Any, k: Any, v: Any, causal: bool = True, mask: Any = None) -> Any:
     return out.transpose(1, 2)
 
 
-def _compare(kernel: Any, shape: tuple[int, int, int, int], device: str = "cuda") -> dict[str, Any]:
+def _compare(kernel: Any, shape: tuple[int, int, int, int], device: str = "cuda", timed: bool = True
+             ) -> dict[str, Any]:
     q, k, v, g = _inputs(shape, device)
     errors: dict[str, float] = {}
     outs = []
@@ -83,6 +83,8 @@ def _compare(kernel: Any, shape: tuple[int, int, int, int], device: str = "cuda"
     def step(fn: Any) -> Any:
         return lambda: fn(q, k, v).backward(g)
 
+    if not timed:
+        return {"rel_errors": errors, "max_rel_error": max(errors.values())}
     return {
         "rel_errors": errors,
         "max_rel_error": max(errors.values()),
@@ -125,7 +127,7 @@ def _local_part(package: str, shape: tuple[int, int, int, int]) -> dict[str, Any
 def _uneven_part(package: str, shape: tuple[int, int, int, int]) -> dict[str, Any]:
     """Sequence lengths that are not tile multiples (the kernels with bounds checks), fwd+bwd."""
     func, _ = _flash(package)
-    res = _compare(lambda q, k, v: func(q, k, v, causal=True), (2, 1000, shape[2], shape[3]))
+    res = _compare(lambda q, k, v: func(q, k, v, causal=True), (2, 1000, shape[2], shape[3]), timed=False)
     return {"uneven_rel_error": res["max_rel_error"]}
 
 
@@ -148,10 +150,31 @@ CHECKS = {"main": "fwd+bwd against SDPA", "local": "sliding-window attention", "
           "outside": "a head dim outside the subset"}
 
 
+_STARTED = time.monotonic()
+TIMINGS: dict[str, float] = {}
+
+
 def _mark(check: str) -> None:
     """Say on stderr which check starts: if the kernel crashes the process, the last mark names the check
-    (one process for all checks keeps verification to a single torch import and CUDA start)."""
+    (one process for all checks keeps verification to a single torch import and CUDA start). Also notes when
+    each check started, seconds since the process began, so a slow verification shows where the time went."""
+    TIMINGS[check] = round(time.monotonic() - _STARTED, 2)
     print(f"gpucheck: running {check}", file=sys.stderr, flush=True)
+
+
+def _warm_up(shape: tuple[int, int, int, int]) -> None:
+    """Run SDPA fwd+bwd once on every shape the checks use (CUDA context, cuDNN graphs, allocator) so that a
+    check started with --wait, while the kernels still compile, has nothing left to set up but the package."""
+    import torch
+
+    h, d = shape[2], shape[3]
+    for sh in (shape, (1, 1024, h, d), (2, 1000, h, d)):
+        q, k, v, g = _inputs(sh)
+        _sdpa(q, k, v).backward(g)
+    i = torch.arange(1024, device="cuda")
+    q, k, v, g = _inputs((1, 1024, h, d))
+    _sdpa(q, k, v, mask=(i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] <= 256)).backward(g)
+    torch.cuda.synchronize()
 
 
 def check_flash_attn(package: str, shape: tuple[int, int, int, int], subset_dims: list[int]) -> dict[str, Any]:
@@ -194,12 +217,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("package", choices=["flash-attn", "flash-attn-3", "xformers"])
     ap.add_argument("--shape", default="4,4096,16,128")
     ap.add_argument("--subset-dims", default="")
+    ap.add_argument("--wait", action="store_true",
+                    help="set up and warm up, then wait for a 'go' line on stdin before importing the package")
     args = ap.parse_args(argv)
     import torch
 
+    _mark("torch imported")
+    torch.cuda.init()
+    _mark("cuda ready")
     b, t, h, d = (int(x) for x in args.shape.split(","))
     shape = (b, t, h, d)
     dims = [int(x) for x in args.subset_dims.split(",") if x]
+    if args.wait:
+        _warm_up(shape)
+        _mark("ready")
+        if sys.stdin.readline().strip() != "go":  # the build failed or was cancelled
+            return 3
+        import importlib
+
+        importlib.invalidate_caches()  # the package was installed after this process started
+        _mark("go")
     out: dict[str, Any] = {
         "gpu": torch.cuda.get_device_name(0),
         "torch": torch.__version__,
@@ -213,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         out.update(check_flash_attn(args.package, shape, dims))
     else:
         out.update(check_xformers(shape))
+    _mark("done")
+    out["timings_s"] = TIMINGS
     print(json.dumps(out))
     return 0
 

@@ -67,6 +67,7 @@ def judge(package: str, raw: dict[str, Any], subset_dims: list[int], subset_text
         "local_rel_error",
         "uneven_rel_error",
         "outside_subset",
+        "timings_s",
     )
     return {
         **{k: raw[k] for k in keep if k in raw},
@@ -109,18 +110,56 @@ def preferred_backend(gpu: str, torch_version: str, path: Path | None = None) ->
     return best
 
 
-def _failure(proc: subprocess.CompletedProcess[str]) -> str:
+def _failure(returncode: int, stderr: str) -> str:
     """The line that says why the check process failed: a signal, or the last error line of its stderr (warnings
     print source lines after their message, so the plain last line is often not the error)."""
-    marks = re.findall(r"^gpucheck: running (\w+)$", proc.stderr, re.MULTILINE)
-    during = f" during the {CHECKS.get(marks[-1], marks[-1])} check" if marks else ""
-    if proc.returncode < 0:
-        where = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip().startswith("File ")][:1]
-        return (f"the check process was killed by signal {-proc.returncode} (a crash inside the kernel){during}"
+    marks = [m for m in re.findall(r"^gpucheck: running ([\w ]+)$", stderr, re.MULTILINE) if m in CHECKS]
+    during = f" during the {CHECKS[marks[-1]]} check" if marks else ""
+    if returncode < 0:
+        where = [ln.strip() for ln in stderr.splitlines() if ln.strip().startswith("File ")][:1]
+        return (f"the check process was killed by signal {-returncode} (a crash inside the kernel){during}"
                 + (f" at {where[0]}" if where else ""))
-    lines = [ln.strip() for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
     errors = [ln for ln in lines if re.search(r"(Error|Exception|error:|Aborted|terminate called)", ln)]
-    return (errors or lines or [f"exit code {proc.returncode}, no output"])[-1][:300] + during
+    return (errors or lines or [f"exit code {returncode}, no output"])[-1][:300] + during
+
+
+def _argv(package: str, python: str, subset_dims: list[int], shape: str) -> list[str]:
+    script = Path(__file__).with_name("gpucheck.py")
+    # -X faulthandler: a crash inside a kernel prints the Python line it happened on instead of nothing
+    return [python, "-X", "faulthandler", str(script), package, "--shape", shape,
+            "--subset-dims", ",".join(map(str, subset_dims))]
+
+
+def _judged(package: str, returncode: int, stdout: str, stderr: str, subset_dims: list[int],
+            subset_text: str) -> dict[str, Any]:
+    if returncode != 0:
+        return {"package": package, "ok": False, "problems": [f"GPU check failed: {_failure(returncode, stderr)}"]}
+    return judge(package, json.loads(stdout.strip().splitlines()[-1]), subset_dims, subset_text)
+
+
+class PendingCheck:
+    """A GPU check started before the package exists: it imports torch, starts CUDA and warms SDPA up while
+    the kernels compile (that set-up is most of a verification's time), then waits; `finish()` runs the checks
+    once the package is installed, `cancel()` ends it when the build fails."""
+
+    def __init__(self, package: str, python: str, subset_dims: list[int], shape: str = "4,4096,16,128"):
+        self.package, self.subset_dims = package, subset_dims
+        self.proc = subprocess.Popen([*_argv(package, python, subset_dims, shape), "--wait"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def finish(self, subset_text: str = "", timeout: float = 600) -> dict[str, Any]:
+        try:
+            out, err = self.proc.communicate("go\n", timeout=timeout)
+        except (OSError, subprocess.SubprocessError) as e:
+            self.cancel()
+            return {"package": self.package, "ok": False, "problems": [f"GPU check did not run: {e}"]}
+        return _judged(self.package, self.proc.returncode, out, err, self.subset_dims, subset_text)
+
+    def cancel(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
 
 
 def verify(
@@ -132,14 +171,9 @@ def verify(
     subset_text: str = "",
 ) -> dict[str, Any]:
     """Run the GPU check; returns the judged result (ok False with problems on any failure)."""
-    script = Path(__file__).with_name("gpucheck.py")
-    # -X faulthandler: a crash inside a kernel prints the Python line it happened on instead of nothing
-    argv = [python, "-X", "faulthandler", str(script), package, "--shape", shape,
-            "--subset-dims", ",".join(map(str, subset_dims))]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(_argv(package, python, subset_dims, shape), capture_output=True, text=True,
+                              timeout=timeout)
     except (OSError, subprocess.SubprocessError) as e:
         return {"package": package, "ok": False, "problems": [f"GPU check did not run: {e}"]}
-    if proc.returncode != 0:
-        return {"package": package, "ok": False, "problems": [f"GPU check failed: {_failure(proc)}"]}
-    return judge(package, json.loads(proc.stdout.strip().splitlines()[-1]), subset_dims, subset_text)
+    return _judged(package, proc.returncode, proc.stdout, proc.stderr, subset_dims, subset_text)

@@ -197,6 +197,7 @@ def _build_one(
     python = p.argv[0]
     outcome: dict[str, Any] = {"package": p.package, "version": p.version, "cache_digest": p.cache_digest}
     cached = None if rebuild else cache.lookup(p)
+    pending = None
     if cached is not None:
         start = time.monotonic()
         proc = cache.install(cached, python)
@@ -211,6 +212,8 @@ def _build_one(
     else:
         render.print_plan(console, p)
         phase_start = time.monotonic()
+        # the GPU check's set-up (torch, CUDA, SDPA warm-up) runs while the kernels compile
+        pending = _start_check(recipe, p, python) if verify_gpu else None
         work = Path(p.work_dir)
         tree = src_mod.prepare(
             recipe, p.source.get("location") if p.source["kind"] == "path" else None, work, python
@@ -230,6 +233,8 @@ def _build_one(
             predicted_peak_gb=p.predicted_peak_gb,
         )
         if not result.ok:
+            if pending:
+                pending.cancel()
             verdict = execute.explain_failure(log)
             console.print(f"[red]✗ build failed[/red] after {result.wall_s:.0f} s; full log: {log}")
             console.print(f"  {verdict['title']}\n  {verdict['message']}", highlight=False, markup=False)
@@ -242,6 +247,8 @@ def _build_one(
         proc = cache.install(stored, python)
         outcome["install_s"] = round(time.monotonic() - phase_start, 1)
         if proc.returncode != 0:
+            if pending:
+                pending.cancel()
             return {**outcome, "status": "failed", "error": proc.stderr.strip()[-500:]}
         shutil.rmtree(work, ignore_errors=True)  # objects are in the wheel now; the cache keeps the wheel
         outcome.update(status="built", wheel=str(stored))
@@ -252,12 +259,31 @@ def _build_one(
         )
     if verify_gpu:
         phase_start = time.monotonic()
-        outcome["verified"] = _verify(console, recipe, p, python)
+        outcome["verified"] = _verify(console, recipe, p, python, pending)
         outcome["verify_s"] = round(time.monotonic() - phase_start, 1)
     return outcome
 
 
-def _verify(console: Console, recipe: Any, p: Any, python: str) -> bool | None:
+def _subset_dims(recipe: Any, p: Any) -> tuple[list[int], str]:
+    """Head dims the build keeps (empty: all) and the text a call outside them must raise."""
+    subset = recipe.subsets[p.subset] if p.subset else None
+    dims = list(subset.head_dims) if subset else []
+    # our flash-attn 2 transformation raises its own message; FA3's switches raise upstream's
+    return dims, "olmo-doctor --subset" if subset and subset.transform == "flash_attn_2" else ""
+
+
+def _start_check(recipe: Any, p: Any, python: str) -> Any:
+    from olmo_doctor.build import verify
+
+    if not p.gpus:
+        return None
+    try:
+        return verify.PendingCheck(p.package, python, _subset_dims(recipe, p)[0])
+    except OSError:
+        return None  # the check then runs the plain way after the install
+
+
+def _verify(console: Console, recipe: Any, p: Any, python: str, pending: Any = None) -> bool | None:
     from olmo_doctor.build import verify
 
     if not p.gpus:
@@ -265,11 +291,8 @@ def _verify(console: Console, recipe: Any, p: Any, python: str) -> bool | None:
             "  [yellow]![/yellow] no GPU here: skipping the GPU check (run it on the target machine)"
         )
         return None
-    subset = recipe.subsets[p.subset] if p.subset else None
-    dims = list(subset.head_dims) if subset else []
-    # our flash-attn 2 transformation raises its own message; FA3's switches raise upstream's
-    expect = "olmo-doctor --subset" if subset and subset.transform == "flash_attn_2" else ""
-    res = verify.verify(p.package, python, dims, subset_text=expect)
+    dims, expect = _subset_dims(recipe, p)
+    res = pending.finish(expect) if pending else verify.verify(p.package, python, dims, subset_text=expect)
     if not res.get("ok"):
         console.print(f"[red]✗ GPU check failed[/red]: {'; '.join(res.get('problems', []))}", highlight=False)
         if "gpu" in res:
