@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU-machine runs behind bench/RESULTS.md, in one go (one lease). From the repo root on an H200 box:
-#   bash bench/gpu_suite.sh [doctor|train|kernels|all]     (kernels needs the sdist in .bench/, carried)
+#   bash bench/gpu_suite.sh [doctor|train|kernels|scale|all]  (kernels needs the sdist in .bench/, carried;
+#                                                            scale needs 2+ GPUs: the nvidia-h200-x2 kind)
 # Results go to $OUT (the device tool's output folder) or ./bench-out. Carried wheels in .whl/ (OLMo-core and its
 # pure-Python deps) are installed into /tmp/site; our package is installed editable without touching the image's
 # packages.
@@ -25,6 +26,10 @@ if [ "$what" = doctor ] || [ "$what" = all ]; then
 fi
 if [ "$what" = train ] || [ "$what" = all ]; then
   echo "== train throughput"; python3 bench/train_throughput.py --out "$out/train_throughput.jsonl"
+fi
+if [ "$what" = scale ] || { [ "$what" = all ] && [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; }; then
+  echo "== FSDP2 scaling"
+  NCCL_NVLS_ENABLE=0 python3 bench/fsdp_scaling.py --compile --variants 'reshard=1;reshard=0' 2>&1 | grep -v -i warn | tail -8
 fi
 if [ "$what" = kernels ] || [ "$what" = all ]; then
   echo "== build-kernels --subset olmo"

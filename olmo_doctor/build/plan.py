@@ -130,7 +130,7 @@ def size_jobs(
     usable = None if memory_gb is None else max(0.0, memory_gb * MEMORY_FRACTION - RESERVED_GB)
     by_memory = 1 if usable is None else max(1, math.floor(usable / gb_per_job))
     by_cpu = max(1, (cpus or 1) // threads_per_job)
-    limits = {"memory": by_memory, "CPUs": by_cpu, "translation units": translation_units}
+    limits = {"memory": by_memory, "CPUs": by_cpu, "compile jobs": translation_units}
     if requested is not None:
         limits["--jobs"] = max(1, requested)
     jobs = min(limits.values())

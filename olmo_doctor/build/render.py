@@ -39,7 +39,8 @@ def print_plan(console: Console, plan: BuildPlan) -> None:
     )
     console.print(
         f"  work        {plan.translation_units} translation units"
-        + (f" compiled as {plan.compile_jobs} jobs (one per kernel branch)" if plan.split_branches else "")
+        + (f" compiled as {plan.compile_jobs} jobs (the longest files split by kernel branch)"
+           if plan.split_branches else "")
         + f"; MAX_JOBS {s.reason}; nvcc "
         f"--threads {plan.nvcc_threads}",
         highlight=False,
