@@ -80,6 +80,10 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
     model.lm_head.fused_loss = not args.plain_loss
     if "chunk" in opts:
         model.lm_head.loss_chunk_rows = int(opts["chunk"])
+    if opts.get("cdt") == "1":  # inductor's coordinate-descent tuning of its Triton kernels' launch configs
+        import torch._inductor.config as inductor_config
+
+        inductor_config.coordinate_descent_tuning = True
     if compiled and "mode" in opts:  # a torch.compile mode other than the trainer's default
         for block in model.blocks.values():
             block.compile(mode=opts["mode"])
@@ -169,7 +173,7 @@ def run_hf(args: argparse.Namespace) -> dict:
 
 
 def run_one(args: argparse.Namespace) -> dict:
-    # "ours:fuse=1,sdp=cudnn,attn=flash_attn,chunk=16384,mode=max-autotune-no-cudagraphs" runs a variant of ours
+    # "ours:fuse=1,sdp=cudnn,attn=flash_attn,chunk=16384,mode=reduce-overhead,cdt=1" runs a variant of ours
     impl, _, spec = args.run.partition(":")
     opts = dict(kv.split("=", 1) for kv in spec.split(",") if "=" in kv)
     runners: dict[str, Callable[[], dict]] = {
