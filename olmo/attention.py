@@ -4,12 +4,15 @@ Every backend takes q (B, T, H, D) and k, v (B, T, H_kv, D) with H a multiple of
 window W meaning "each query sees itself and the W-1 tokens before it" (OLMo-core's convention: its flash-attn
 `window_size` is (W-1, 0), and Hugging Face's `sliding_window` is W). They return (B, T, H, D).
 
-    sdpa        torch.nn.functional.scaled_dot_product_attention (torch picks flash / cuDNN / efficient / math)
-    flash_attn  flash_attn.flash_attn_func (flash-attn 2, CUDA, bf16/fp16), when installed
-    eager       plain softmax(q k^T) v in fp32: the readable reference the tests compare the others against
+    sdpa          torch.nn.functional.scaled_dot_product_attention (torch picks flash / cuDNN / efficient / math)
+    flash_attn    flash_attn.flash_attn_func (flash-attn 2, CUDA, bf16/fp16), when installed
+    flash_attn_3  flash_attn_interface.flash_attn_func (FlashAttention-3, Hopper), when installed
+    xformers      xformers.ops.memory_efficient_attention, causal only (no sliding windows), when installed
+    eager         plain softmax(q k^T) v in fp32: the readable reference the tests compare the others against
 
-A backend is a function plus an `unavailable()` check that returns why it cannot run here (or None). Adding one
-(xformers, flash-attn 3, a timed "auto" choice) is one more `register` call.
+A backend is a function plus an `unavailable()` check that returns why it cannot run here (or None), and whether
+it handles sliding windows. Adding one is one more `register` call; `model.attn_backend: auto`
+(olmo/attention_choice.py) times the available ones and keeps the fastest correct one.
 """
 
 from __future__ import annotations
@@ -29,22 +32,24 @@ class Backend:
     name: str
     fn: AttnFn
     unavailable: Callable[[torch.device], str | None]  # None when it can run on this device, else the reason
+    windows: bool = True  # handles sliding-window layers (OLMo 3)
 
 
 BACKENDS: dict[str, Backend] = {}
 
 
-def register(name: str, unavailable: Callable[[torch.device], str | None] = lambda d: None
+def register(name: str, unavailable: Callable[[torch.device], str | None] = lambda d: None, windows: bool = True
              ) -> Callable[[AttnFn], AttnFn]:
     def deco(fn: AttnFn) -> AttnFn:
-        BACKENDS[name] = Backend(name, fn, unavailable)
+        BACKENDS[name] = Backend(name, fn, unavailable, windows)
         return fn
 
     return deco
 
 
-def get_backend(name: str, device: torch.device) -> Backend:
-    """The backend called `name`, or a ConfigError saying why it cannot be used on `device`."""
+def get_backend(name: str, device: torch.device, windowed: bool = False) -> Backend:
+    """The backend called `name`, or a ConfigError saying why it cannot be used on `device` (for a model with
+    sliding-window layers when `windowed`)."""
     from olmo.config import ConfigError
 
     if name not in BACKENDS:
@@ -52,6 +57,9 @@ def get_backend(name: str, device: torch.device) -> Backend:
     why = BACKENDS[name].unavailable(device)
     if why:
         raise ConfigError(f"model.attn_backend '{name}' cannot run here: {why}; use model.attn_backend=sdpa")
+    if windowed and not BACKENDS[name].windows:
+        raise ConfigError(f"model.attn_backend '{name}' has no sliding-window support and this model has "
+                          "sliding-window layers; use model.attn_backend=auto, sdpa or flash_attn")
     return BACKENDS[name]
 
 
@@ -114,4 +122,49 @@ def flash_attn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | 
 
     win = (-1, -1) if window is None else (window - 1, 0)
     out: torch.Tensor = flash_attn_func(q, k, v, causal=True, window_size=win)
+    return out
+
+
+def _importable(module: str, what: str, build: str) -> str | None:
+    try:
+        __import__(module)
+    except Exception as e:  # a broken build raises more than ImportError
+        return f"{what} does not import ({type(e).__name__}: {e}); {build}"
+    return None
+
+
+def _flash3_unavailable(device: torch.device) -> str | None:
+    if device.type != "cuda":
+        return "FlashAttention-3 needs a CUDA device"
+    if torch.cuda.get_device_capability(device)[0] != 9:
+        return "FlashAttention-3 runs on Hopper GPUs (compute capability 9.x) only"
+    return _importable("flash_attn_interface", "flash_attn_3",
+                       "build it with `olmo-doctor build-kernels --package flash-attn-3 --source PATH`")
+
+
+@register("flash_attn_3", unavailable=_flash3_unavailable)
+def flash_attn_3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None) -> torch.Tensor:
+    import flash_attn_interface
+
+    win = (-1, -1) if window is None else (window - 1, 0)
+    out = flash_attn_interface.flash_attn_func(q, k, v, causal=True, window_size=win)
+    return out[0] if isinstance(out, tuple) else out  # some FA3 versions also return the log-sum-exp
+
+
+def _xformers_unavailable(device: torch.device) -> str | None:
+    if device.type != "cuda":
+        return "xformers' memory-efficient attention needs a CUDA device here"
+    return _importable("xformers.ops", "xformers", "build it with `olmo-doctor build-kernels --package xformers`")
+
+
+@register("xformers", unavailable=_xformers_unavailable, windows=False)
+def xformers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None) -> torch.Tensor:
+    import xformers.ops as xops
+
+    if window is not None and window < q.shape[1]:
+        raise RuntimeError("the xformers backend has no sliding-window support")
+    rep = q.shape[2] // k.shape[2]  # grouped-query attention: repeat the kv heads (layout B, T, H, D)
+    if rep > 1:
+        k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+    out: torch.Tensor = xops.memory_efficient_attention(q, k, v, attn_bias=xops.LowerTriangularMask())
     return out

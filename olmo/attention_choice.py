@@ -22,7 +22,11 @@ from olmo.attention import BACKENDS, AttnFn
 from olmo.config import ModelConfig
 
 REL_ERROR_BOUND = 2e-2  # bf16: two correct kernels differ by ~2e-3, a wrong one by ~1
-CANDIDATES = ("sdpa", "flash_attn")  # "eager" is the readable reference, never the fast path
+CANDIDATES = ("sdpa", "flash_attn", "flash_attn_3", "xformers")  # "eager" is the reference, never the fast path
+
+
+# build-kernels records results by package name; the trainer's backends by module-style name
+RECORDED_NAMES = {"flash-attn": "flash_attn", "flash-attn-3": "flash_attn_3", "xformers": "xformers"}
 
 
 @dataclass(frozen=True)
@@ -53,10 +57,17 @@ def _time_fwd_bwd(fn: AttnFn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return statistics.median(times), out.detach()
 
 
+def candidates(cfg: ModelConfig, device: torch.device, names: tuple[str, ...] = CANDIDATES) -> list[str]:
+    """The backends that can run this model here: installed, usable on this device, and (for a model with
+    sliding-window layers) able to run those layers too."""
+    return [n for n in names if n in BACKENDS and BACKENDS[n].unavailable(device) is None
+            and (BACKENDS[n].windows or not cfg.windowed)]
+
+
 def measure(cfg: ModelConfig, batch: int, seq: int, device: torch.device,
             names: tuple[str, ...] = CANDIDATES) -> dict[str, tuple[float, float]]:
     """{backend: (ms, relative error vs sdpa)} for every candidate that can run here."""
-    runnable = [n for n in names if n in BACKENDS and BACKENDS[n].unavailable(device) is None]
+    runnable = candidates(cfg, device, names)
     gen = torch.Generator(device=device).manual_seed(0)
     shape_q, shape_kv = (batch, seq, cfg.n_heads, cfg.hd), (batch, seq, cfg.n_kv, cfg.hd)
     q = torch.randn(shape_q, device=device, dtype=torch.bfloat16, generator=gen).requires_grad_()
@@ -90,12 +101,15 @@ def decide(measured: dict[str, tuple[float, float]]) -> Choice:
 def _cache_key(cfg: ModelConfig, batch: int, seq: int, device: torch.device) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        fa = version("flash-attn")
-    except PackageNotFoundError:
-        fa = "-"
-    parts = [torch.cuda.get_device_name(device), torch.__version__, fa, str(batch), str(seq), str(cfg.n_heads),
-             str(cfg.n_kv), str(cfg.hd), str(cfg.sliding_window)]
+    def installed(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "-"
+
+    parts = [torch.cuda.get_device_name(device), torch.__version__,
+             *(installed(d) for d in ("flash-attn", "flash_attn_3", "xformers")), str(batch), str(seq),
+             str(cfg.n_heads), str(cfg.n_kv), str(cfg.hd), str(cfg.sliding_window)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
@@ -106,7 +120,7 @@ def _recorded_by_build_kernels(device: torch.device) -> str | None:
     except ImportError:
         return None
     winner = preferred_backend(torch.cuda.get_device_name(device), torch.__version__)
-    return {"flash-attn": "flash_attn"}.get(winner) if winner != "sdpa" else None
+    return RECORDED_NAMES.get(winner) if winner != "sdpa" else None
 
 
 def choose(cfg: ModelConfig, batch: int, seq: int, device: torch.device,
@@ -120,7 +134,8 @@ def choose(cfg: ModelConfig, batch: int, seq: int, device: torch.device,
     if isinstance(cached, dict) and cached.get("backend") in BACKENDS:
         return Choice(cached["backend"], f"{cached['reason']} (cached)", cached.get("timings_ms", {}))
     recorded = _recorded_by_build_kernels(device)
-    if recorded and BACKENDS[recorded].unavailable(device) is None:
+    windowed = cfg.windowed
+    if recorded and BACKENDS[recorded].unavailable(device) is None and (BACKENDS[recorded].windows or not windowed):
         choice = Choice(recorded, "faster than SDPA in olmo-doctor build-kernels' GPU check", {})
     else:
         choice = decide(measure_fn(cfg, batch, seq, device))

@@ -82,6 +82,11 @@ class ModelConfig:
         w = self.sliding_window[idx % len(self.sliding_window)]
         return None if w == -1 else w
 
+    @property
+    def windowed(self) -> bool:
+        """Whether any layer uses sliding-window attention."""
+        return any(self.window(layer) is not None for layer in range(self.n_layers))
+
     def num_params(self, embeddings: bool = True) -> int:
         d, hd = self.d_model, self.hd
         attn = d * hd * (self.n_heads * 2 + self.n_kv * 2)  # w_q, w_out, w_k, w_v

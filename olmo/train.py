@@ -109,7 +109,7 @@ def preflight(cfg: TrainConfig, resume: bool) -> tuple[World, torch.device, Path
     validate(cfg, world.world_size)
     device = resolve_device(cfg.device, world)
     if cfg.model.attn_backend != "auto":
-        get_backend(cfg.model.attn_backend, device)
+        get_backend(cfg.model.attn_backend, device, windowed=cfg.model.windowed)
     ckpt = checkpoint.latest(Path(cfg.run_dir))
     if ckpt and not resume:
         raise ConfigError(f"{cfg.run_dir} already has checkpoints (latest: {ckpt.name}); pass --resume to continue "

@@ -56,3 +56,83 @@ def test_auto_is_the_default_and_builds_with_sdpa_outside_the_trainer() -> None:
     assert cfg.attn_backend == "auto"
     model = build_model(cfg, torch.device("cpu"), seed=0)
     assert model(torch.randint(0, 64, (1, 16))).shape == (1, 16, 64)
+
+
+def test_flash_attention_3_and_xformers_are_candidates_that_say_why_not_here() -> None:
+    from olmo.attention import BACKENDS
+
+    cpu = torch.device("cpu")
+    assert {"flash_attn_3", "xformers"} <= set(attention_choice.CANDIDATES)
+    assert "CUDA" in (BACKENDS["flash_attn_3"].unavailable(cpu) or "")
+    assert "CUDA" in (BACKENDS["xformers"].unavailable(cpu) or "")
+    assert BACKENDS["flash_attn_3"].windows and not BACKENDS["xformers"].windows
+    assert attention_choice.candidates(ModelConfig(), cpu) == ["sdpa"]
+
+
+def test_a_backend_without_windows_is_no_candidate_for_olmo3_and_refused_when_named(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from olmo.attention import BACKENDS, get_backend
+    from olmo.config import ConfigError
+
+    monkeypatch.setitem(BACKENDS, "xformers", dataclasses.replace(BACKENDS["xformers"], unavailable=lambda d: None))
+    cpu = torch.device("cpu")
+    olmo2, olmo3 = ModelConfig(), ModelConfig.olmo2_like(256, 4, 4, sliding_window=[64, 64, 64, -1])
+    assert olmo3.windowed and not olmo2.windowed
+    assert "xformers" in attention_choice.candidates(olmo2, cpu)
+    assert "xformers" not in attention_choice.candidates(olmo3, cpu)
+    assert get_backend("xformers", cpu).name == "xformers"
+    with pytest.raises(ConfigError, match="no sliding-window support"):
+        get_backend("xformers", cpu, windowed=True)
+
+
+def test_xformers_glue_repeats_kv_heads_and_refuses_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backend's own code (layout, grouped-query heads, the causal bias) against a stand-in xformers.ops that
+    computes causal attention the plain way."""
+    import sys
+    import types
+
+    from olmo.attention import BACKENDS
+
+    mask = object()
+
+    def memory_efficient_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_bias: object
+                                   ) -> torch.Tensor:
+        assert attn_bias is mask and q.shape == k.shape == v.shape  # kv heads were repeated to match q
+        return BACKENDS["eager"].fn(q, k, v, None).to(q.dtype)
+
+    ops = types.ModuleType("xformers.ops")
+    ops.memory_efficient_attention = memory_efficient_attention  # type: ignore[attr-defined]
+    ops.LowerTriangularMask = lambda: mask  # type: ignore[attr-defined]
+    pkg = types.ModuleType("xformers")
+    pkg.ops = ops  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "xformers", pkg)
+    monkeypatch.setitem(sys.modules, "xformers.ops", ops)
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 16, 4, 8, generator=g)
+    k, v = torch.randn(2, 16, 2, 8, generator=g), torch.randn(2, 16, 2, 8, generator=g)
+    out = BACKENDS["xformers"].fn(q, k, v, None)
+    ref = BACKENDS["sdpa"].fn(q, k, v, None)
+    assert torch.allclose(out, ref, atol=1e-5)
+    with pytest.raises(RuntimeError, match="sliding-window"):
+        BACKENDS["xformers"].fn(q, k, v, 8)
+
+
+def test_a_build_kernels_record_names_the_trainer_backend(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import dataclasses
+
+    from olmo.attention import BACKENDS
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(attention_choice, "_cache_key", lambda *a: "k2")
+    monkeypatch.setattr(attention_choice, "_recorded_by_build_kernels",
+                        lambda d: attention_choice.RECORDED_NAMES["flash-attn-3"])
+    monkeypatch.setitem(BACKENDS, "flash_attn_3",
+                        dataclasses.replace(BACKENDS["flash_attn_3"], unavailable=lambda d: None))
+
+    def never(*_: object) -> dict[str, tuple[float, float]]:
+        raise AssertionError("a build-kernels record decides without timing")
+
+    c = choose(ModelConfig(), 4, 4096, torch.device("cuda"), measure_fn=never)
+    assert c.backend == "flash_attn_3" and "build-kernels" in c.reason
