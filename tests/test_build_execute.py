@@ -94,35 +94,31 @@ def test_failure_without_diagnose_points_at_the_first_failed_block(tmp_path: Pat
     assert verdict["message"].startswith("FAILED: /b/unit3.o") and "cute/tensor.hpp" in verdict["message"]
 
 
-def test_failure_with_diagnose_prints_its_verdict(tmp_path: Path, monkeypatch) -> None:
-    fake = types.ModuleType("olmo_doctor.diagnose")
-    calls: list[Path] = []
-
-    def diagnose_file(path: Path) -> list[Finding]:
-        calls.append(path)
-        return [
-            Finding(
-                code="OD210",
-                cause="missing_submodule",
-                severity="error",
-                title="CUTLASS is missing",
-                message="a git checkout without submodules",
-                fixes=[Fix(title="t", applicability="manual", commands=["git submodule update --init"])],
-            )
-        ]
-
-    fake.diagnose_file = diagnose_file  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "olmo_doctor.diagnose", fake)
+def test_failure_with_diagnose_prints_its_verdict(tmp_path: Path) -> None:
     log = tmp_path / "b.log"
-    log.write_text("FAILED: x\nfatal error: cute/tensor.hpp: No such file or directory\n")
+    log.write_text("FAILED: x\n/src/flash_fwd.cu:1:10: fatal error: cute/tensor.hpp: No such file or directory\n")
     verdict = execute.explain_failure(log)
-    assert calls == [log]
-    assert verdict == {
-        "source": "diagnose",
-        "title": "CUTLASS is missing",
-        "message": "a git checkout without submodules",
-        "fixes": ["git submodule update --init"],
-    }
+    assert verdict["source"] == "diagnose" and "git submodule update --init csrc/cutlass" in " ".join(verdict["fixes"])
+
+
+def test_a_failure_diagnose_only_half_recognises_quotes_the_log_instead(tmp_path: Path) -> None:
+    """`egg_info did not run successfully` follows every failed setup.py; alone it must not name a cause (it
+    once blamed build isolation for a missing ../README.md). The Python exception and its frame are quoted."""
+    log = tmp_path / "b.log"
+    log.write_text(
+        "  Running command python setup.py egg_info\n"
+        "  Traceback (most recent call last):\n"
+        '    File "/b/src/hopper/setup.py", line 29, in <module>\n'
+        '      with open("../README.md", "r", encoding="utf-8") as fh:\n'
+        "  FileNotFoundError: [Errno 2] No such file or directory: '../README.md'\n"
+        "  error: subprocess-exited-with-error\n"
+        "  × python setup.py egg_info did not run successfully.\n"
+        "error: metadata-generation-failed\n"
+    )
+    verdict = execute.explain_failure(log)
+    assert verdict["source"] == "log" and verdict["fixes"] == []
+    assert verdict["message"].splitlines()[-1].strip().startswith("FileNotFoundError: [Errno 2]")
+    assert "setup.py\", line 29" in verdict["message"]
 
 
 @pytest.mark.parametrize(

@@ -181,16 +181,18 @@ def run_plan(
 
 def explain_failure(log_path: Path) -> dict[str, Any]:
     """diagnose's verdict on a failed build log, or the first compiler error when diagnose is unavailable."""
-    try:
-        from olmo_doctor.diagnose import diagnose_file  # lazily: the build must not need diagnose to run
+    try:  # lazily: the build must not need diagnose to run
+        from olmo_doctor.diagnose import diagnose, iter_chunks
     except ImportError:
         return {"source": "log", "title": "build failed", "message": first_error(log_path), "fixes": []}
     try:
-        findings = diagnose_file(log_path)
+        result = diagnose(iter_chunks(log_path))
     except Exception as e:  # diagnose failing must never hide the build failure itself
         return {"source": "error", "title": f"diagnose failed: {e}", "message": first_error(log_path), "fixes": []}
-    if findings:
-        top = findings[0]
+    # only a recognised cause speaks: lines every failed pip build prints (`egg_info did not run successfully`)
+    # fit many causes, so alone they would name a wrong one; then the log's own error is the better answer
+    if result.found and result.findings:
+        top = result.findings[0]
         return {
             "source": "diagnose",
             "title": top.title,
@@ -206,8 +208,12 @@ def first_error(log_path: Path, context: int = 6) -> str:
         lines = log_path.read_text(errors="replace").splitlines()
     except OSError:
         return ""
-    for pattern in (r"^FAILED: ", r"\berror\b|Killed|fatal"):
+    # ninja's failed step, then a Python exception (setup.py failing before any compile), then any error line
+    exception = r"^\s*[A-Z]\w*(?:Error|Exception): "
+    for pattern in (r"^FAILED: ", exception, r"\berror\b|Killed|fatal"):
         for i, line in enumerate(lines):
-            if re.search(pattern, line, re.IGNORECASE if "error" in pattern else 0):
+            if re.search(pattern, line, re.IGNORECASE if pattern.startswith(r"\berror") else 0):
+                if pattern == exception:  # the traceback's last frame says where: show it with the exception
+                    return "\n".join(lines[max(0, i - 3) : i + 1])
                 return "\n".join(lines[i : i + context])
     return "\n".join(lines[-context:])
