@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
-import types
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from rich.console import Console
 from olmo_doctor.build import execute
 from olmo_doctor.build.plan import BuildRequest, plan_build
 from olmo_doctor.build.recipes import find_recipe
-from olmo_doctor.findings import Finding, Fix
 
 
 def test_parse_progress_reads_ninja_status_lines() -> None:
