@@ -64,20 +64,21 @@ class Branch:
 EVEN, UNEVEN, LOCAL = Branch("even", 1, 0), Branch("uneven", 0, 0), Branch("local", 0, 1)
 
 
-def direction_of(unit: str) -> str:
-    """'fwd', 'fwd_split' or 'bwd' from a kernel file's name."""
+def _parse(unit: str) -> re.Match[str]:
     m = _UNIT.search(unit)
     if not m:
         raise BranchSplitError(f"{unit}: not a flash-attn 2 kernel file name")
-    return m["dir"]
+    return m
+
+
+def direction_of(unit: str) -> str:
+    """'fwd', 'fwd_split' or 'bwd' from a kernel file's name."""
+    return _parse(unit)["dir"]
 
 
 def branches_of(unit: str) -> list[Branch]:
     """The branches a kernel file can reach: causal files never take the sliding-window path."""
-    m = _UNIT.search(unit)
-    if not m:
-        raise BranchSplitError(f"{unit}: not a flash-attn 2 kernel file name")
-    return [EVEN, UNEVEN] if m["causal"] else [EVEN, UNEVEN, LOCAL]
+    return [EVEN, UNEVEN] if _parse(unit)["causal"] else [EVEN, UNEVEN, LOCAL]
 
 
 def branch_file(unit: str, branch: Branch) -> str:
