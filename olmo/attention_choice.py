@@ -134,8 +134,7 @@ def choose(cfg: ModelConfig, batch: int, seq: int, device: torch.device,
     if isinstance(cached, dict) and cached.get("backend") in BACKENDS:
         return Choice(cached["backend"], f"{cached['reason']} (cached)", cached.get("timings_ms", {}))
     recorded = _recorded_by_build_kernels(device)
-    windowed = cfg.windowed
-    if recorded and BACKENDS[recorded].unavailable(device) is None and (BACKENDS[recorded].windows or not windowed):
+    if recorded and candidates(cfg, device, (recorded,)):
         choice = Choice(recorded, "faster than SDPA in olmo-doctor build-kernels' GPU check", {})
     else:
         choice = decide(measure_fn(cfg, batch, seq, device))

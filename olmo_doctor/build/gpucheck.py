@@ -110,24 +110,31 @@ def _flash(package: str) -> tuple[Any, str]:
     return flash_attn_func, version("flash-attn")
 
 
-def _local_part(package: str, shape: tuple[int, int, int, int]) -> dict[str, Any]:
-    """Sliding-window (local) attention, which OLMo 3 uses and the subset keeps."""
+# The secondary checks' shapes, (batch, seq) with the main check's heads and head dim
+LOCAL_BT, LOCAL_WINDOW = (1, 1024), 256  # sliding window: each query sees itself and 256 keys before it
+UNEVEN_BT = (2, 1000)  # not a multiple of any tile: the bounds-checked kernels
+
+
+def _window_mask(t: int, window: int) -> Any:
     import torch
 
-    func, _ = _flash(package)
-    b, t, h, d = 1, 1024, shape[2], shape[3]
-    q, k, v, _ = _inputs((b, t, h, d))
-    window = 256
     i = torch.arange(t, device="cuda")
-    mask = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] <= window)
-    local = func(q, k, v, causal=True, window_size=(window, 0))
-    return {"local_rel_error": _rel(local.detach(), _sdpa(q, k, v, mask=mask).detach())}
+    return (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] <= window)
+
+
+def _local_part(package: str, shape: tuple[int, int, int, int]) -> dict[str, Any]:
+    """Sliding-window (local) attention, which OLMo 3 uses and the subset keeps."""
+    func, _ = _flash(package)
+    q, k, v, _ = _inputs((*LOCAL_BT, shape[2], shape[3]))
+    local = func(q, k, v, causal=True, window_size=(LOCAL_WINDOW, 0))
+    reference = _sdpa(q, k, v, mask=_window_mask(LOCAL_BT[1], LOCAL_WINDOW))
+    return {"local_rel_error": _rel(local.detach(), reference.detach())}
 
 
 def _uneven_part(package: str, shape: tuple[int, int, int, int]) -> dict[str, Any]:
     """Sequence lengths that are not tile multiples (the kernels with bounds checks), fwd+bwd."""
     func, _ = _flash(package)
-    res = _compare(lambda q, k, v: func(q, k, v, causal=True), (2, 1000, shape[2], shape[3]), timed=False)
+    res = _compare(lambda q, k, v: func(q, k, v, causal=True), (*UNEVEN_BT, shape[2], shape[3]), timed=False)
     return {"uneven_rel_error": res["max_rel_error"]}
 
 
@@ -168,12 +175,11 @@ def _warm_up(shape: tuple[int, int, int, int]) -> None:
     import torch
 
     h, d = shape[2], shape[3]
-    for sh in (shape, (1, 1024, h, d), (2, 1000, h, d)):
+    for sh in (shape, (*LOCAL_BT, h, d), (*UNEVEN_BT, h, d)):
         q, k, v, g = _inputs(sh)
         _sdpa(q, k, v).backward(g)
-    i = torch.arange(1024, device="cuda")
-    q, k, v, g = _inputs((1, 1024, h, d))
-    _sdpa(q, k, v, mask=(i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] <= 256)).backward(g)
+    q, k, v, g = _inputs((*LOCAL_BT, h, d))
+    _sdpa(q, k, v, mask=_window_mask(LOCAL_BT[1], LOCAL_WINDOW)).backward(g)
     torch.cuda.synchronize()
 
 

@@ -14,8 +14,9 @@ building something wrong):
 
 A parallel build lasts as long as its slowest unit, and one kernel file still instantiates a kernel per branch
 of its runtime switches (sequence lengths that are or are not multiples of the tile, sliding window or not).
-With `split_branches` each kept kernel file becomes a small router, and every branch compiles in a file of its
-own (see branches.py): 6 kernel files become 6 routers + 15 branch files, so the slowest job holds one kernel.
+When the plan splits branches, each kernel file of the recipe's `split_directions` becomes a small router and
+every branch compiles in a file of its own (see branches.py): for `--subset olmo` the two backward files become
+2 routers + 5 branch files (12 files in all), so the slowest job holds fewer kernels.
 
 No upstream text is stored here: the code below writes its own replacements.
 """

@@ -212,8 +212,6 @@ def _build_one(
     else:
         render.print_plan(console, p)
         phase_start = time.monotonic()
-        # the GPU check's set-up (torch, CUDA, SDPA warm-up) runs while the kernels compile
-        pending = _start_check(recipe, p, python) if verify_gpu else None
         work = Path(p.work_dir)
         tree = src_mod.prepare(
             recipe, p.source.get("location") if p.source["kind"] == "path" else None, work, python
@@ -224,6 +222,9 @@ def _build_one(
         outcome["source_s"] = round(time.monotonic() - phase_start, 1)  # copy/unpack + subset edit
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log = user_cache_dir() / "logs" / f"{p.package}-{p.version}-{stamp}.log"
+        # the GPU check's set-up (torch, CUDA, SDPA warm-up) runs while the kernels compile; started once the
+        # source is ready, so a source that fails to prepare leaves no check waiting
+        pending = _start_check(recipe, p, python) if verify_gpu else None
         result = execute.run_plan(p, log, console)
         outcome.update(
             log=str(log),
