@@ -9,14 +9,17 @@ process (a clean CUDA context, an honest peak-memory figure) and prints one JSON
 and the ratios against the anchors measured in the same invocation. Reference figures from shared/bench/README.md
 (one H200): OLMo-core compiled 54,652 tok/s at 55.4 GB, OLMo-core eager 34,823, HF Olmo2 SDPA 33,779.
 
-`ours` is the trainer's own step (olmo.train building blocks: build_model, build_optimizer, apply_compile, the
-chunked loss, grad clipping), not a stripped-down copy. OLMo-core needs `ai2-olmo-core` importable (carry its
-wheel; bench/stubs/ stands in for the cloud SDKs it imports but never uses); HF needs `transformers`.
+`ours` is the trainer's own step with recipes/olmo2_1b.yaml's settings (olmo.train building blocks: build_model,
+the attention backend `auto` picks, apply_compile, build_optimizer with the bf16 weight copies, the chunked loss,
+grad clipping, the step replayed as a CUDA graph), not a stripped-down copy. OLMo-core needs `ai2-olmo-core`
+importable (carry its wheel; bench/stubs/ stands in for the cloud SDKs it imports but never uses); HF needs
+`transformers`.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -34,17 +37,20 @@ ANCHOR = "olmo-core-compile"
 def _timed_steps(step: Callable[[object], float], steps: int, warmup: int, batch: tuple[int, int]) -> dict:
     import torch
 
-    times, loss = [], 0.0
+    times, cpu, loss = [], [], 0.0
     for i in range(steps):
         x = torch.randint(0, TOKENS_VOCAB, batch, device="cuda")
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         loss = step(x)
+        t1 = time.perf_counter()  # the host has queued (or launched) the whole step
         torch.cuda.synchronize()
         if i >= warmup:
             times.append(time.perf_counter() - t0)
+            cpu.append(t1 - t0)
     dt = sorted(times)[len(times) // 2]
     return {"step_s": round(dt, 4), "tokens_per_s": round(batch[0] * batch[1] / dt),
+            "host_ms": round(sorted(cpu)[len(cpu) // 2] * 1e3, 1),
             "peak_mem_gb": round(torch.cuda.max_memory_allocated() / 2**30, 1), "loss": round(float(loss), 4)}
 
 
@@ -71,6 +77,12 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
     cfg = ModelConfig.olmo2_1b()
     cfg.vocab_size, cfg.n_layers = VOCAB, args.layers
     cfg.attn_backend = opts.get("attn", args.attn)
+    if cfg.attn_backend == "auto":  # as the trainer: time the installed backends on these shapes, keep the fastest
+        from olmo.attention_choice import choose, describe
+
+        choice = choose(cfg, args.batch, args.seq, torch.device("cuda"))
+        print(describe(choice), file=sys.stderr)
+        cfg.attn_backend = choice.backend
     cfg.fuse_projections = opts.get("fuse", "0") == "1"
     cfg.residual_dtype = opts.get("residual", cfg.residual_dtype)
     _apply_sdp(opts.get("sdp", "default"))
@@ -89,16 +101,36 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
             block.compile(mode=opts["mode"])
     elif compiled:
         apply_compile(model)
-    opt = build_optimizer(model, OptimConfig(lr=1e-4, fused=True), device)
+    if opts.get("blas"):
+        torch.backends.cuda.preferred_blas_library(opts["blas"])
+    # as the trainer on one GPU: bf16 copies of the block weights kept by the optimizer (copies=0: plain autocast)
+    ocfg = OptimConfig(lr=1e-4, fused=True, compute_copies=opts.get("copies", "1") == "1")
+    opt = build_optimizer(model, ocfg, device, copies_dtype=torch.bfloat16)
+    graphed = compiled and opts.get("graph", "1") == "1"  # recipes/olmo2_1b.yaml: compile + cuda_graph
 
-    def step(x: torch.Tensor) -> float:
+    def core(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         labels = torch.cat([x[:, 1:], torch.full_like(x[:, :1], -100)], dim=1)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss, _, _ = model(x, labels=labels)
         loss.backward()
-        clip_and_step(model, opt, 1.0)
-        opt.zero_grad(set_to_none=True)
-        return loss.detach()
+        norm = clip_and_step(model, opt, 1.0)
+        return loss.detach(), norm
+
+    if graphed:  # as olmo.train with cuda_graph: the whole step one CUDA graph, the LR a tensor it reads
+        from olmo.cuda_graph import GraphedStep
+        from olmo.mixed_precision import MasterAdamW
+
+        assert isinstance(opt, MasterAdamW), "cuda_graph needs the bf16 weight copies (copies=1)"
+        opt.lr_override = torch.tensor(1e-4, device=device)
+        graph_step = GraphedStep(core, opt.zero_grad, device)
+
+        def step(x: torch.Tensor) -> float:
+            return graph_step(x)[0]  # type: ignore[return-value]
+    else:
+        def step(x: torch.Tensor) -> float:
+            out = core(x)[0]
+            opt.zero_grad(set_to_none=True)
+            return out  # type: ignore[return-value]
 
     out = _timed_steps(step, args.steps, args.warmup, (args.batch, args.seq))
     if args.profile:
@@ -108,18 +140,58 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
 
 
 def _profile(step: Callable[[object], float], batch: tuple[int, int], path: str) -> None:
-    """Two profiled steps; the kernel table (by total CUDA time) goes to `path`, the top rows to stderr."""
+    """Two profiled steps; the kernel table (by total CUDA time) goes to `path`, the top rows to stderr, followed
+    by where the GPU time goes (kernel families) and where it idles (gaps between kernels, the largest named)."""
+    import tempfile
+
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     x = torch.randint(0, TOKENS_VOCAB, batch, device="cuda")
+    torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(2):
             step(x)
         torch.cuda.synchronize()
     table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=40, max_name_column_width=90)
-    Path(path).write_text(table)
-    print("\n".join(table.splitlines()[:30]), file=sys.stderr)
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        trace = json.loads(Path(f.name).read_text())
+    summary = _gaps(trace["traceEvents"], steps=2)
+    Path(path).write_text(table + "\n" + summary)
+    print(summary, file=sys.stderr)
+
+
+FAMILIES = (("gemm", ("gemm", "nvjet", "cutlass", "xmma", "cublas")), ("attention", ("flash", "fmha", "cudnn", "attn")),
+            ("optimizer", ("adam", "multi_tensor", "foreach", "norm_kernel")), ("triton", ("triton",)))
+
+
+def _gaps(events: list[dict], steps: int) -> str:
+    """Per-step GPU busy time by kernel family, and the idle gaps between consecutive kernels."""
+    kernels = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")),
+                     key=lambda e: e["ts"])
+    if not kernels:
+        return "no kernel events in the trace\n"
+    fam: dict[str, float] = {}
+    for e in kernels:
+        name = e["name"].lower()
+        key = next((f for f, keys in FAMILIES if any(k in name for k in keys)), "other")
+        fam[key] = fam.get(key, 0.0) + e["dur"]
+    gaps = []
+    end = kernels[0]["ts"] + kernels[0]["dur"]
+    for prev, e in itertools.pairwise(kernels):
+        if e["ts"] > end:
+            gaps.append((e["ts"] - end, prev["name"][:60], e["name"][:60]))
+        end = max(end, e["ts"] + e["dur"])
+    span = end - kernels[0]["ts"]
+    idle = sum(g for g, _, _ in gaps)
+    lines = [f"per step: span {span / steps / 1e3:.1f} ms, busy {(span - idle) / steps / 1e3:.1f} ms, "
+             f"idle {idle / steps / 1e3:.1f} ms in {len(gaps) // steps} gaps "
+             f"({sum(g for g, _, _ in gaps if g > 50) / steps / 1e3:.1f} ms in gaps > 50 us)",
+             "busy by family (ms/step): " + ", ".join(f"{k} {v / steps / 1e3:.1f}" for k, v in
+                                                      sorted(fam.items(), key=lambda kv: -kv[1]))]
+    lines += [f"  gap {g:8.0f} us after {a}  before {b}" for g, a, b in sorted(gaps, reverse=True)[:8]]
+    return "\n".join(lines) + "\n"
 
 
 def run_olmo_core(args: argparse.Namespace, compiled: bool) -> dict:
@@ -173,7 +245,8 @@ def run_hf(args: argparse.Namespace) -> dict:
 
 
 def run_one(args: argparse.Namespace) -> dict:
-    # "ours:fuse=1,sdp=cudnn,attn=flash_attn,chunk=16384,mode=reduce-overhead,cdt=1" runs a variant of ours
+    # "ours:fuse=1,sdp=cudnn,attn=flash_attn,chunk=16384,mode=reduce-overhead,cdt=1,copies=0,graph=0" runs a
+    # variant of ours
     impl, _, spec = args.run.partition(":")
     opts = dict(kv.split("=", 1) for kv in spec.split(",") if "=" in kv)
     runners: dict[str, Callable[[], dict]] = {
@@ -202,7 +275,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=4096)
     parser.add_argument("--layers", type=int, default=18)
-    parser.add_argument("--attn", default="sdpa", help="our attention backend (olmo.attention.BACKENDS)")
+    parser.add_argument("--attn", default="auto",
+                        help="our attention backend: auto (timed, as the trainer) or a name in olmo.attention.BACKENDS")
     parser.add_argument("--plain-loss", action="store_true", help="ours: materialise the logits (no chunked loss)")
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--profile", help="ours: write a 2-step kernel profile table to this file")
@@ -222,7 +296,7 @@ def main() -> None:
         proc = subprocess.run([sys.executable, __file__, "--run", impl, *passthrough, *extra], capture_output=True,
                               text=True, env=env)
         if extra:
-            print("\n".join(proc.stderr.splitlines()[-30:]))
+            print("\n".join(proc.stderr.splitlines()[-11:]))
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
         if line is None:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -231,7 +305,8 @@ def main() -> None:
         results[impl] = json.loads(line[len("RESULT "):])
         r = results[impl]
         print(f"{impl:<18} {r['tokens_per_s']:>8,} tok/s  {r['step_s'] * 1e3:7.1f} ms/step  MFU {r['mfu_989']:.3f}  "
-              f"peak {r['peak_mem_gb']:5.1f} GB  loss {r['loss']:.3f}  ({r['wall_s']} s)", flush=True)
+              f"peak {r['peak_mem_gb']:5.1f} GB  loss {r['loss']:.3f}  host {r['host_ms']} ms  ({r['wall_s']} s)",
+              flush=True)
     if "ours" in results:
         for other in [i for i in results if i != "ours"]:
             print(f"ours / {other}: {results['ours']['tokens_per_s'] / results[other]['tokens_per_s']:.3f}x")

@@ -202,6 +202,9 @@ class OptimConfig:
     schedule: str = "cosine"  # cosine | linear | constant (after warmup)
     final_lr_ratio: float = 0.1  # the decay ends at lr x this
     fused: bool | None = None  # fused AdamW kernel; None: on for CUDA, off for CPU
+    # one process, bf16 on a GPU: the optimizer keeps bf16 copies of the block weights for the forward and reads
+    # their bf16 gradients (olmo/mixed_precision.py; same numbers, no per-step casts). Ignored under DDP/FSDP2.
+    compute_copies: bool = True
 
 
 SCHEDULES = ("cosine", "linear", "constant")
@@ -245,6 +248,9 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: str = "auto"  # auto (bf16 autocast on CUDA, fp32 on CPU) | bf16 | fp32
     compile: bool = False  # torch.compile each block
+    # replay each step as one CUDA graph (olmo/cuda_graph.py): no launch gaps. One process on a GPU with bf16 and
+    # optim.compute_copies only (ignored otherwise, with a warning); the first 3 steps run eagerly to warm up.
+    cuda_graph: bool = False
     log_interval: int = 10  # steps between console lines and metrics.jsonl records
     eval_interval: int = 0  # steps between eval passes; 0: only at the end (when there is an eval split)
     eval_batches: int = 20  # micro-batches per eval pass

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from olmo.attention import BACKENDS
 from olmo.config import ModelConfig
+from olmo.linear import Linear
 from olmo.loss import fused_linear_cross_entropy
 
 
@@ -71,10 +72,10 @@ class Attention(nn.Module):
         self.window = cfg.window(layer)
         # "auto" is resolved by the trainer before it builds the model; anywhere else it means SDPA
         self.backend = BACKENDS["sdpa" if cfg.attn_backend == "auto" else cfg.attn_backend].fn
-        self.w_q = nn.Linear(d, cfg.n_heads * hd, bias=False)
-        self.w_k = nn.Linear(d, self.n_kv * hd, bias=False)
-        self.w_v = nn.Linear(d, self.n_kv * hd, bias=False)
-        self.w_out = nn.Linear(cfg.n_heads * hd, d, bias=False)
+        self.w_q = Linear(d, cfg.n_heads * hd)
+        self.w_k = Linear(d, self.n_kv * hd)
+        self.w_v = Linear(d, self.n_kv * hd)
+        self.w_out = Linear(cfg.n_heads * hd, d)
         self.q_norm = RMSNorm(cfg.n_heads * hd, cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(self.n_kv * hd, cfg.norm_eps) if cfg.qk_norm else None
         self.fused_qkv = cfg.fuse_projections
@@ -82,7 +83,7 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
         if self.fused_qkv:  # one (d, 3d) matmul instead of three; the parameters keep OLMo-core's names
-            w = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])
+            w = torch.cat([self.w_q.active_weight(x), self.w_k.active_weight(x), self.w_v.active_weight(x)])
             q, k, v = F.linear(x, w).split([self.w_q.out_features, self.w_k.out_features, self.w_v.out_features], -1)
         else:
             q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)
@@ -100,14 +101,14 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, hidden: int, fused: bool = False):
         super().__init__()
-        self.w1 = nn.Linear(d_model, hidden, bias=False)
-        self.w2 = nn.Linear(hidden, d_model, bias=False)
-        self.w3 = nn.Linear(d_model, hidden, bias=False)
+        self.w1 = Linear(d_model, hidden)
+        self.w2 = Linear(hidden, d_model)
+        self.w3 = Linear(d_model, hidden)
         self.fused = fused
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fused:  # gate and up projections as one matmul
-            gate, up = F.linear(x, torch.cat([self.w1.weight, self.w3.weight])).chunk(2, dim=-1)
+            gate, up = F.linear(x, torch.cat([self.w1.active_weight(x), self.w3.active_weight(x)])).chunk(2, dim=-1)
             return self.w2(F.silu(gate) * up)
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 

@@ -13,15 +13,25 @@ import torch
 from olmo.config import OptimConfig
 
 
-def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on every parameter except the embedding (OLMo-core's OLMo 2/3 scripts)."""
+def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, device: torch.device,
+                    copies_dtype: torch.dtype | None = None) -> torch.optim.AdamW:
+    """AdamW; weight decay on every parameter except the embedding (OLMo-core's OLMo 2/3 scripts).
+
+    With `copies_dtype` (bf16 compute in one process on a GPU, and `optim.compute_copies` on) the block weights
+    get bf16 copies that the optimizer keeps (olmo/mixed_precision.py): same numbers, less memory traffic."""
     decay: list[torch.nn.Parameter] = []
     no_decay: list[torch.nn.Parameter] = []
     for name, p in model.named_parameters():
         (no_decay if name.startswith("embeddings.") else decay).append(p)
-    fused = cfg.fused if cfg.fused is not None else device.type == "cuda"
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.betas[0], cfg.betas[1]), eps=cfg.eps, fused=fused)
+    betas = (cfg.betas[0], cfg.betas[1])
+    if copies_dtype is not None and cfg.compute_copies:
+        from olmo.mixed_precision import MasterAdamW, attach_compute_copies
+
+        copies = attach_compute_copies(model, copies_dtype)
+        return MasterAdamW(groups, copies, lr=cfg.lr, betas=betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
+    fused = cfg.fused if cfg.fused is not None else device.type == "cuda"
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=betas, eps=cfg.eps, fused=fused)
 
 
 def clip_and_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_norm: float) -> torch.Tensor:
@@ -29,6 +39,10 @@ def clip_and_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_
     clipping. With the fused AdamW kernel the clip costs no extra pass over the gradients: the kernel's
     `grad_scale` input (meant for AMP's GradScaler: it divides every gradient while updating) is set to
     max(1, norm / max_norm), which is exactly the clip. Otherwise clip_grad_norm_ scales the gradients first."""
+    from olmo.mixed_precision import MasterAdamW
+
+    if isinstance(optimizer, MasterAdamW):
+        return optimizer.clip_and_step(max_norm)
     params = [p for p in model.parameters() if p.grad is not None]
     fused = all(g.get("fused") for g in optimizer.param_groups)
     plain = all(type(p.grad) is torch.Tensor for p in params)  # DTensor gradients (FSDP2) take the generic path

@@ -34,9 +34,11 @@ from rich.console import Console
 from olmo import checkpoint, parallel
 from olmo.attention import get_backend
 from olmo.config import ConfigError, TrainConfig, check_vocab, validate
+from olmo.cuda_graph import CaptureFailed, GraphedStep
 from olmo.data import DataLoader, TokenWindows, eval_batches, open_source, split_indices
 from olmo.fsutil import atomic_write_bytes
 from olmo.metrics import MetricsLog, mfu, peak_flops
+from olmo.mixed_precision import MasterAdamW
 from olmo.model import Transformer
 from olmo.optim import build_optimizer, clip_and_step, lr_at
 from olmo.parallel import World, autocast_dtype, resolve_device, world_from_env
@@ -72,6 +74,8 @@ class Setup:
     val: list[torch.Tensor]
     step: int = 0
     tokens_seen: int = 0
+    graph: GraphedStep | None = None  # the step replayed as one CUDA graph (cfg.cuda_graph, one GPU)
+    say: Any = print
 
 
 def _seed_everything(seed: int) -> None:
@@ -170,8 +174,17 @@ def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
     if cfg.model.attn_backend == "auto":
         cfg.model.attn_backend = _choose_attention(cfg, world, device, say)
     model = parallel.build_parallel_model(cfg, world, device, mesh)
-    optimizer = build_optimizer(model, cfg.optim, device)
-    s = Setup(cfg, world, device, autocast_dtype(cfg, device, world), model, optimizer, loader, val)
+    amp = autocast_dtype(cfg, device, world)
+    single_gpu = world.world_size == 1 and device.type == "cuda"
+    optimizer = build_optimizer(model, cfg.optim, device, copies_dtype=amp if single_gpu else None)
+    s = Setup(cfg, world, device, amp, model, optimizer, loader, val, say=say)
+    if cfg.cuda_graph:
+        if isinstance(optimizer, MasterAdamW):
+            optimizer.lr_override = torch.zeros((), dtype=torch.float32, device=device)
+            s.graph = GraphedStep(lambda *batches: _step_core(s, list(batches)), optimizer.zero_grad, device)
+        else:
+            say("[yellow]cuda_graph is on but ignored[/]: it needs one process on a GPU with bf16 "
+                "and optim.compute_copies")
     if ckpt and resume:
         _check_resumed_config(checkpoint.read_state(ckpt)["config"], cfg, say)
         state = checkpoint.load(ckpt, model, optimizer)
@@ -247,6 +260,23 @@ def train_step(s: Setup, micro_batches: list[torch.Tensor], lr: float) -> tuple[
     """One optimizer step; returns (mean cross-entropy, grad norm before clipping) as device tensors."""
     for group in s.optimizer.param_groups:
         group["lr"] = lr
+    if s.graph is not None:
+        assert isinstance(s.optimizer, MasterAdamW) and s.optimizer.lr_override is not None
+        s.optimizer.lr_override.fill_(lr)
+        try:
+            ce, grad_norm = s.graph(*micro_batches)
+            return ce.clone(), grad_norm.clone()  # the graph's outputs are overwritten by the next replay
+        except CaptureFailed as e:
+            s.say(f"[yellow]the step could not be recorded as a CUDA graph ({e}); going on without[/]")
+            s.graph = None
+            s.optimizer.lr_override = None
+    ce, grad_norm = _step_core(s, micro_batches)
+    s.optimizer.zero_grad(set_to_none=True)
+    return ce, grad_norm
+
+
+def _step_core(s: Setup, micro_batches: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward and backward over the micro-batches, clip, optimizer step (gradients are left in place)."""
     n = len(micro_batches)
     ce_sum = torch.zeros((), device=s.device)
     for i, mb in enumerate(micro_batches):
@@ -260,7 +290,6 @@ def train_step(s: Setup, micro_batches: list[torch.Tensor], lr: float) -> tuple[
         ce_sum += ce.detach()
     clip = s.cfg.optim.grad_clip or math.inf
     grad_norm = clip_and_step(s.model, s.optimizer, clip)
-    s.optimizer.zero_grad(set_to_none=True)
     # every rank saw the same number of tokens, so the global mean loss is the mean of the ranks' means
     return parallel.all_reduce_sum(ce_sum / n) / s.world.world_size, grad_norm
 
@@ -318,6 +347,8 @@ def _train(cfg: TrainConfig, resume: bool, say: Any) -> TrainResult:
     where = (f"{s.world.world_size} processes ({par.dp}{', AC ' + par.ac if par.ac != 'none' else ''})"
              if s.world.world_size > 1 else str(s.device))
     precision = "bf16" if parallel.compute_dtype(cfg, s.device) else "fp32"
+    precision += ", bf16 weight copies" if isinstance(s.optimizer, MasterAdamW) else ""
+    precision += ", CUDA graph" if s.graph is not None else ""
     say(f"[bold]olmo train[/] {n_params / 1e6:,.1f}M parameters on {where} "
         f"({precision}, attention: {cfg.model.attn_backend}), steps {s.step}->{stop}, "
         f"{cfg.global_batch_size} x {cfg.data.seq_len} tokens per step, "
