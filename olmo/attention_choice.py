@@ -41,10 +41,12 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def _time_fwd_bwd(fn: AttnFn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None,
-                  iters: int = 5) -> tuple[float, torch.Tensor]:
+                  iters: int = 10, warmup: int = 3) -> tuple[float, torch.Tensor]:
     """Median ms of forward + backward, and the forward output (for the correctness check)."""
     out = fn(q, k, v, window)
     out.backward(torch.ones_like(out))
+    for _ in range(warmup - 1):  # first-call set-up (kernel loading, cuDNN plans) must not count
+        fn(q, k, v, window).backward(torch.ones_like(out))
     times = []
     for _ in range(iters):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
