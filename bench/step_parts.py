@@ -76,7 +76,8 @@ def adamw() -> None:
         g = torch.randn_like(mine).to(torch.bfloat16)
         ref.grad = g.float()
         opt.step()
-        adamw_step([mine], [g], [m], [v], step, lr=torch.tensor(1e-2, device="cuda"), betas=(0.9, 0.95), eps=1e-8,
+        step += 1
+        adamw_step([mine], [g], [m], [v], [step], lr=torch.tensor(1e-2, device="cuda"), betas=(0.9, 0.95), eps=1e-8,
                    weight_decay=0.1, shadows=[shadow])
     print(f"fused_adamw vs torch AdamW after 3 steps: max abs diff {(mine - ref.detach()).abs().max().item():.2e}, "
           f"bf16 copy diff {(shadow.float() - mine.to(torch.bfloat16).float()).abs().max().item():.1e}")
@@ -94,11 +95,11 @@ def adamw() -> None:
                                                   beta2=0.95, weight_decay=0.1, eps=1e-8, amsgrad=False,
                                                   maximize=False), reps=5)
             print(f"torch fused AdamW, fp32 grads: {t * 1e3:6.2f} ms, {moved / t / 1e12:.2f} TB/s")
-        step = torch.zeros((), device="cuda")
+        ones = [torch.ones((), device="cuda") for _ in params]
         lr = torch.tensor(1e-4, device="cuda")
         scale = torch.ones((), device="cuda")
         shadows = [p.to(torch.bfloat16) for p in params]
-        t = bench(lambda: adamw_step(params, grads, ms, vs, step, lr=lr, betas=(0.9, 0.95), eps=1e-8,  # noqa: B023
+        t = bench(lambda: adamw_step(params, grads, ms, vs, ones, lr=lr, betas=(0.9, 0.95), eps=1e-8,  # noqa: B023
                                      weight_decay=0.1, grad_scale=scale, shadows=shadows), reps=5)  # noqa: B023
         moved_s = moved + 2 * n
         print(f"olmo fused_adamw, {str(grad_dtype)[6:]} grads + bf16 copy: {t * 1e3:6.2f} ms, "

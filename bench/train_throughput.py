@@ -103,9 +103,6 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
         apply_compile(model)
     if opts.get("blas"):
         torch.backends.cuda.preferred_blas_library(opts["blas"])
-    if opts.get("w2t") == "1":  # the MLP down projection's bf16 copy stored transposed (olmo.linear)
-        for block in model.blocks.values():
-            block.feed_forward.w2.copy_transposed = True
     # as the trainer on one GPU: bf16 copies of the block weights kept by the optimizer (copies=0: plain autocast)
     ocfg = OptimConfig(lr=1e-4, fused=True, compute_copies=opts.get("copies", "1") == "1")
     opt = build_optimizer(model, ocfg, device, copies_dtype=torch.bfloat16)

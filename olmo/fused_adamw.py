@@ -23,21 +23,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
 BLOCK = 2048  # elements per Triton program: 8 KB of each fp32 stream, enough loads in flight to saturate HBM
-TILE = 64  # rows and columns per program of the transposing kernel
 
 
 def adamw_reference(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
                     step: torch.Tensor, lr: torch.Tensor, inv_scale: torch.Tensor, betas: tuple[float, float],
-                    eps: float, weight_decay: float, shadow: torch.Tensor | None, transposed: bool = False) -> None:
-    """One tensor's update with torch ops (after `step` was incremented), in place. With `transposed` the 2-D
-    `shadow` holds the parameter's transpose, and `grad` comes transposed too."""
+                    eps: float, weight_decay: float, shadow: torch.Tensor | None) -> None:
+    """One tensor's update with torch ops (after `step` was incremented), in place."""
     b1, b2 = betas
-    g = (grad.t() if transposed else grad).float() * inv_scale
+    g = grad.float() * inv_scale
     param.mul_(1 - lr * weight_decay)
     exp_avg.mul_(b1).add_(g, alpha=1 - b1)
     exp_avg_sq.mul_(b2).addcmul_(g, g, value=1 - b2)
@@ -45,98 +42,72 @@ def adamw_reference(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tens
     denom = exp_avg_sq.sqrt() / torch.sqrt(1 - b2 ** step) + eps
     param.sub_(step_size * exp_avg / denom)
     if shadow is not None:
-        shadow.copy_(param.t() if transposed else param)
+        shadow.copy_(param)
 
 
-_KERNELS: dict[str, Any] = {}
+_KERNEL: dict[str, object] = {}
 
 
-def _kernels() -> dict[str, Any]:
-    """The Triton kernels, defined on first use (Triton is imported only on CUDA machines): `flat` walks the
-    tensors as 1-D arrays; `transposed` walks (R, C) tiles of the master whose gradient and copy are (C, R)."""
-    if _KERNELS:
-        return _KERNELS
+def _kernel() -> object:
+    """The Triton kernel, defined on first use (Triton is imported only on CUDA machines)."""
+    if "k" in _KERNEL:
+        return _KERNEL["k"]
     import triton
     import triton.language as tl
 
     @triton.jit
-    def update(p, g, m, v, step_ptr, lr_ptr, inv_scale_ptr, log_b1, log_b2, b1, b2, eps, wd):
+    def adamw_kernel(p_ptr, g_ptr, m_ptr, v_ptr, s_ptr, step_ptr, lr_ptr, inv_scale_ptr, n, log_b1, log_b2,
+                     b1, b2, eps, wd, HAS_SHADOW: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
         t = tl.load(step_ptr)
         lr = tl.load(lr_ptr)
-        g = g.to(tl.float32) * tl.load(inv_scale_ptr)
+        inv_scale = tl.load(inv_scale_ptr)
         step_size = lr / (1.0 - tl.exp(t * log_b1))
         bc2_sqrt = tl.sqrt(1.0 - tl.exp(t * log_b2))
+        p = tl.load(p_ptr + offs, mask=mask)
+        g = tl.load(g_ptr + offs, mask=mask).to(tl.float32) * inv_scale
+        m = tl.load(m_ptr + offs, mask=mask)
+        v = tl.load(v_ptr + offs, mask=mask)
         p = p * (1.0 - lr * wd)
         m = b1 * m + (1.0 - b1) * g
         v = b2 * v + (1.0 - b2) * g * g
         p = p - step_size * m / (tl.sqrt(v) / bc2_sqrt + eps)
-        return p, m, v
-
-    @triton.jit
-    def flat(p_ptr, g_ptr, m_ptr, v_ptr, s_ptr, step_ptr, lr_ptr, inv_scale_ptr, n, log_b1, log_b2,
-             b1, b2, eps, wd, HAS_SHADOW: tl.constexpr, BLOCK: tl.constexpr):
-        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        p, m, v = update(tl.load(p_ptr + offs, mask=mask), tl.load(g_ptr + offs, mask=mask),
-                         tl.load(m_ptr + offs, mask=mask), tl.load(v_ptr + offs, mask=mask),
-                         step_ptr, lr_ptr, inv_scale_ptr, log_b1, log_b2, b1, b2, eps, wd)
         tl.store(p_ptr + offs, p, mask=mask)
         tl.store(m_ptr + offs, m, mask=mask)
         tl.store(v_ptr + offs, v, mask=mask)
         if HAS_SHADOW:
             tl.store(s_ptr + offs, p.to(s_ptr.dtype.element_ty), mask=mask)
 
-    @triton.jit
-    def transposed(p_ptr, g_ptr, m_ptr, v_ptr, s_ptr, step_ptr, lr_ptr, inv_scale_ptr, R, C, log_b1, log_b2,
-                   b1, b2, eps, wd, TILE: tl.constexpr):
-        r = (tl.program_id(0) * TILE + tl.arange(0, TILE))[:, None].to(tl.int64)
-        c = (tl.program_id(1) * TILE + tl.arange(0, TILE))[None, :].to(tl.int64)
-        mask = (r < R) & (c < C)
-        idx, tidx = r * C + c, c * R + r  # (R, C) master layout; (C, R) copy and gradient layout
-        p, m, v = update(tl.load(p_ptr + idx, mask=mask), tl.load(g_ptr + tidx, mask=mask),
-                         tl.load(m_ptr + idx, mask=mask), tl.load(v_ptr + idx, mask=mask),
-                         step_ptr, lr_ptr, inv_scale_ptr, log_b1, log_b2, b1, b2, eps, wd)
-        tl.store(p_ptr + idx, p, mask=mask)
-        tl.store(m_ptr + idx, m, mask=mask)
-        tl.store(v_ptr + idx, v, mask=mask)
-        tl.store(s_ptr + tidx, p.to(s_ptr.dtype.element_ty), mask=mask)
-
-    _KERNELS.update(flat=flat, transposed=transposed)
-    return _KERNELS
+    _KERNEL["k"] = adamw_kernel
+    return adamw_kernel
 
 
 def adamw_step(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], exp_avgs: Sequence[torch.Tensor],
                exp_avg_sqs: Sequence[torch.Tensor], steps: Sequence[torch.Tensor], *, lr: float | torch.Tensor,
                betas: tuple[float, float], eps: float, weight_decay: float, grad_scale: torch.Tensor | None = None,
-               shadows: Sequence[torch.Tensor | None] | None = None, transposed: Sequence[bool] | None = None
-               ) -> None:
+               shadows: Sequence[torch.Tensor | None] | None = None) -> None:
     """Update `params` in place (and their low-precision `shadows`, where given). `steps` are the per-tensor step
     counts as torch's AdamW keeps them (scalar fp32 tensors on the params' device), already incremented for this
-    step; `lr` a float or a scalar tensor there; `grad_scale` a scalar tensor the gradients are divided by.
-    Where `transposed` is true the shadow (and the gradient) of a 2-D parameter hold its transpose."""
+    step; `lr` a float or a scalar tensor there; `grad_scale` a scalar tensor the gradients are divided by."""
     if not params:
         return
     device = params[0].device
     inv_scale = (1.0 / grad_scale.float() if grad_scale is not None else torch.ones((), device=device))
-    lr_t = lr.float() if isinstance(lr, torch.Tensor) else torch.tensor(lr, dtype=torch.float32, device=device)
+    # torch.full is a fill kernel; torch.tensor(lr, device=...) would copy from the host and wait for the GPU
+    lr_t = lr.float() if isinstance(lr, torch.Tensor) else torch.full((), lr, dtype=torch.float32, device=device)
     shadow_list = list(shadows) if shadows is not None else [None] * len(params)
-    flips = list(transposed) if transposed is not None else [False] * len(params)
     if not params[0].is_cuda:
-        for p, g, m, v, t, s, f in zip(params, grads, exp_avgs, exp_avg_sqs, steps, shadow_list, flips, strict=True):
-            adamw_reference(p, g, m, v, t, lr_t, inv_scale, betas, eps, weight_decay, s, f)
+        for p, g, m, v, t, s in zip(params, grads, exp_avgs, exp_avg_sqs, steps, shadow_list, strict=True):
+            adamw_reference(p, g, m, v, t, lr_t, inv_scale, betas, eps, weight_decay, s)
         return
-    kernels = _kernels()
+    kernel = _kernel()
     b1, b2 = betas
-    consts = (math.log(b1), math.log(b2), b1, b2, eps, weight_decay)
-    for p, g, m, v, t, s, f in zip(params, grads, exp_avgs, exp_avg_sqs, steps, shadow_list, flips, strict=True):
+    for p, g, m, v, t, s in zip(params, grads, exp_avgs, exp_avg_sqs, steps, shadow_list, strict=True):
         if not all(x.is_contiguous() for x in (p, g, m, v)) or (s is not None and not s.is_contiguous()):
-            raise ValueError("adamw_step: the kernels walk tensors in memory order; all must be contiguous")
-        if f and s is not None:  # a transposed copy (olmo.linear.Linear.copy_transposed)
-            rows, cols = p.shape
-            grid2 = ((rows + TILE - 1) // TILE, (cols + TILE - 1) // TILE)
-            kernels["transposed"][grid2](p, g, m, v, s, t, lr_t, inv_scale, rows, cols, *consts, TILE=TILE,
-                                         num_warps=8)
-            continue
+            raise ValueError("adamw_step: the kernel walks tensors as flat arrays; all must be contiguous")
         n = p.numel()
-        kernels["flat"][((n + BLOCK - 1) // BLOCK,)](p, g, m, v, s if s is not None else p, t, lr_t, inv_scale, n,
-                                                     *consts, HAS_SHADOW=s is not None, BLOCK=BLOCK, num_warps=8)
+        grid = ((n + BLOCK - 1) // BLOCK,)
+        kernel[grid](p, g, m, v, s if s is not None else p, t, lr_t, inv_scale,  # type: ignore[index]
+                     n, math.log(b1), math.log(b2), b1, b2, eps, weight_decay,
+                     HAS_SHADOW=s is not None, BLOCK=BLOCK, num_warps=8)

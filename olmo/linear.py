@@ -17,9 +17,6 @@ import torch.nn.functional as F
 
 class Linear(nn.Linear):
     compute_weight: torch.Tensor | None = None  # set by olmo.mixed_precision.attach_compute_copies
-    # Keep the copy as the weight's transpose (in, out): cuBLAS then multiplies x @ W^T in the "NN" layout and
-    # the input gradient in "NT", which can select faster kernels for some shapes (bench/step_parts.py).
-    copy_transposed: bool = False
 
     def __init__(self, in_features: int, out_features: int):
         super().__init__(in_features, out_features, bias=False)
@@ -29,7 +26,7 @@ class Linear(nn.Linear):
         copy = self.compute_weight
         if copy is not None and torch.is_autocast_enabled(x.device.type) and \
                 torch.get_autocast_dtype(x.device.type) == copy.dtype:
-            return copy.t() if self.copy_transposed else copy
+            return copy
         return self.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -28,43 +27,36 @@ from olmo.fused_adamw import adamw_step
 from olmo.linear import Linear
 
 
-@dataclass
-class ComputeCopies:
-    """{master parameter: its low-precision copy}, and the masters whose copy holds the transpose."""
-
-    copies: dict[torch.Tensor, torch.Tensor] = field(default_factory=dict)
-    transposed: set[torch.Tensor] = field(default_factory=set)
-
-    @torch.no_grad()
-    def refresh(self) -> None:
-        """Rewrite every copy from its master (after the masters were loaded)."""
-        for master, copy in self.copies.items():
-            copy.copy_(master.t() if master in self.transposed else master)
-
-
-def attach_compute_copies(model: nn.Module, dtype: torch.dtype) -> ComputeCopies:
-    """Give every `Linear` of `model` a `dtype` copy of its weight (a leaf that collects the gradient), transposed
-    where the layer asks for it. The copies are refreshed whenever a state dict is loaded into `model`."""
-    found = ComputeCopies()
+def attach_compute_copies(model: nn.Module, dtype: torch.dtype) -> dict[torch.Tensor, torch.Tensor]:
+    """Give every `Linear` of `model` a `dtype` copy of its weight (a leaf that collects the gradient); returns
+    {master parameter: copy}. The copies are refreshed whenever a state dict is loaded into `model`."""
+    copies: dict[torch.Tensor, torch.Tensor] = {}
     for module in model.modules():
         if isinstance(module, Linear):
-            w = module.weight.detach()
-            module.compute_weight = (w.t() if module.copy_transposed else w).to(dtype).contiguous().requires_grad_()
-            found.copies[module.weight] = module.compute_weight
-            if module.copy_transposed:
-                found.transposed.add(module.weight)
-    model.register_load_state_dict_post_hook(lambda _module, _keys: found.refresh())
-    return found
+            module.compute_weight = module.weight.detach().to(dtype).requires_grad_(True)
+            copies[module.weight] = module.compute_weight
+
+    def refresh(_module: nn.Module, _keys: Any) -> None:
+        refresh_copies(copies)
+
+    model.register_load_state_dict_post_hook(refresh)
+    return copies
+
+
+@torch.no_grad()
+def refresh_copies(copies: dict[torch.Tensor, torch.Tensor]) -> None:
+    for master, copy in copies.items():
+        copy.copy_(master)
 
 
 class MasterAdamW(torch.optim.AdamW):
     """torch.optim.AdamW's parameter groups, state and state dict, stepped by `olmo.fused_adamw`: a parameter
     with a copy takes its gradient from the copy and rewrites the copy; the others are updated as usual."""
 
-    def __init__(self, params: Iterable[Any], copies: ComputeCopies, lr: float, betas: tuple[float, float],
-                 eps: float, weight_decay: float):
+    def __init__(self, params: Iterable[Any], copies: dict[torch.Tensor, torch.Tensor], lr: float,
+                 betas: tuple[float, float], eps: float, weight_decay: float):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=False)
-        self.copies, self.transposed = copies.copies, copies.transposed
+        self.copies = copies
         self.grad_scale: torch.Tensor | None = None  # the clip factor, as torch's fused AdamW reads it
         # a learning rate on the device for every group, when the step is replayed as a CUDA graph (the trainer
         # fills it each step; the groups' "lr" floats stay for the state dict and the logs)
@@ -90,9 +82,8 @@ class MasterAdamW(torch.optim.AdamW):
     def step(self, closure: Callable[[], float] | None = None) -> None:  # type: ignore[override]
         if closure is not None:
             raise ValueError("MasterAdamW.step takes no closure")
-        stale: list[torch.Tensor] = []  # transposed copies whose master took its own gradient: rewritten after
         for group in self.param_groups:
-            ps, gs, ms, vs, ts, cs, flips = [], [], [], [], [], [], []
+            ps, gs, ms, vs, ts, cs = [], [], [], [], [], []
             for p in group["params"]:
                 g = self._grad(p)
                 if g is None:
@@ -102,28 +93,20 @@ class MasterAdamW(torch.optim.AdamW):
                     state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
                     state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                elif state["step"].device != p.device:  # a state dict from a non-fused AdamW keeps it on the CPU
+                    state["step"] = state["step"].to(device=p.device, dtype=torch.float32)
                 ps.append(p)
                 gs.append(g)
                 ms.append(state["exp_avg"])
                 vs.append(state["exp_avg_sq"])
                 ts.append(state["step"])
-                copy = self.copies.get(p)
-                from_copy = copy is not None and g is copy.grad
-                cs.append(copy)
-                # the copy's gradient is laid out as the copy; a master's own gradient as the master
-                flips.append(from_copy and p in self.transposed)
-                if copy is not None and not from_copy and p in self.transposed:
-                    cs[-1] = None
-                    stale.append(p)
+                cs.append(self.copies.get(p))
             if not ps:
                 continue
             torch._foreach_add_(ts, 1.0)
             lr = self.lr_override if self.lr_override is not None else group["lr"]
             adamw_step(ps, gs, ms, vs, ts, lr=lr, betas=tuple(group["betas"]),
-                       eps=group["eps"], weight_decay=group["weight_decay"], grad_scale=self.grad_scale, shadows=cs,
-                       transposed=flips)
-        for p in stale:
-            self.copies[p].copy_(p.t())
+                       eps=group["eps"], weight_decay=group["weight_decay"], grad_scale=self.grad_scale, shadows=cs)
 
     def clip_and_step(self, max_norm: float) -> torch.Tensor:
         """Clip to `max_norm` inside the update (the kernel divides each gradient by max(1, norm / max_norm));
