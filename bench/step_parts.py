@@ -10,12 +10,14 @@ model's parameter list and of olmo.fused_adamw's kernel over the same tensors, w
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 M, D, F, V, LAYERS = 4 * 4096, 2048, 8192, 100352, 18
 
 
-def bench(fn, reps: int = 20) -> float:  # type: ignore[no-untyped-def]
+def bench(fn: Callable[[], object], reps: int = 20) -> float:
     for _ in range(3):
         fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -28,7 +30,10 @@ def bench(fn, reps: int = 20) -> float:  # type: ignore[no-untyped-def]
     return start.elapsed_time(end) / reps / 1e3
 
 
-def _products(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor) -> list[tuple]:  # type: ignore[type-arg]
+Product = tuple[str, Callable[[], object], Callable[[], object]]
+
+
+def _products(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor) -> list[Product]:
     """(name, product as the step writes it, the same product computed transposed) for one projection."""
     return [("fwd  x@W^T", lambda: x @ w.t(), lambda: (w @ x.t()).t()),
             ("dgrad g@W", lambda: g @ w, lambda: (w.t() @ g.t()).t()),
@@ -36,24 +41,26 @@ def _products(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor) -> list[tuple]:
 
 
 def gemms() -> None:
-    bf = dict(device="cuda", dtype=torch.bfloat16)
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+
     total_ms = 0.0
     for name, n_out, n_in, count in (("qkvo", D, D, 4), ("w1/w3", F, D, 2), ("w2", D, F, 1)):
-        x, w, g = torch.randn(M, n_in, **bf), torch.randn(n_out, n_in, **bf), torch.randn(M, n_out, **bf)
+        x, w, g = rand(M, n_in), rand(n_out, n_in), rand(M, n_out)
         for kind, fn, alt in _products(x, w, g):
             flop = 2 * M * n_in * n_out
             t, t_alt = bench(fn), bench(alt)
             total_ms += count * LAYERS * min(t, t_alt) * 1e3
             print(f"{name:6} {kind:12} {flop / t / 1e12:6.0f} TF/s  transposed {flop / t_alt / 1e12:6.0f} TF/s")
     for name, n_out, n_in in (("qkvo", D, D), ("w1/w3", F, D), ("w2", D, F)):
-        x, wt, g = torch.randn(M, n_in, **bf), torch.randn(n_in, n_out, **bf), torch.randn(M, n_out, **bf)
+        x, wt, g = rand(M, n_in), rand(n_in, n_out), rand(M, n_out)
         flop = 2 * M * n_in * n_out
         fwd, dgrad, wgrad = (bench(lambda: x @ wt), bench(lambda: g @ wt.t()),  # noqa: B023
                              bench(lambda: x.t() @ g))  # noqa: B023
         print(f"{name:6} weight stored transposed (in, out): fwd {flop / fwd / 1e12:4.0f}  dgrad "
               f"{flop / dgrad / 1e12:4.0f}  wgrad {flop / wgrad / 1e12:4.0f} TF/s")
     rows = 8192
-    h, wl, gl = torch.randn(rows, D, **bf), torch.randn(V, D, **bf), torch.randn(rows, V, **bf)
+    h, wl, gl = rand(rows, D), rand(V, D), rand(rows, V)
     wlt = wl.t().contiguous()
     flop = 2 * rows * D * V
     for label, fn in (("logits h@W^T", lambda: h @ wl.t()), ("logits h@WT", lambda: h @ wlt),

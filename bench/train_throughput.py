@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 VOCAB, TOKENS_VOCAB = 100352, 100278
@@ -34,7 +35,7 @@ IMPLS = ("ours", "ours-eager", "olmo-core-compile", "olmo-core-eager", "hf-sdpa"
 ANCHOR = "olmo-core-compile"
 
 
-def _timed_steps(step: Callable[[object], float], steps: int, warmup: int, batch: tuple[int, int]) -> dict:
+def _timed_steps(step: Callable[[Any], Any], steps: int, warmup: int, batch: tuple[int, int]) -> dict:
     import torch
 
     times, cpu, loss = [], [], 0.0
@@ -139,7 +140,7 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
     return {**out, "params": n, "emb": model.embeddings.weight.numel()}
 
 
-def _profile(step: Callable[[object], float], batch: tuple[int, int], path: str) -> None:
+def _profile(step: Callable[[Any], Any], batch: tuple[int, int], path: str) -> None:
     """Two profiled steps; the kernel table (by total CUDA time) goes to `path`, the top rows to stderr, followed
     by where the GPU time goes (kernel families) and where it idles (gaps between kernels, the largest named)."""
     import tempfile
@@ -224,11 +225,13 @@ def run_hf(args: argparse.Namespace) -> dict:
     import torch
     from transformers import Olmo2Config, Olmo2ForCausalLM
 
-    cfg = Olmo2Config(vocab_size=VOCAB, hidden_size=2048, intermediate_size=8192, num_hidden_layers=args.layers,
-                      num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=args.seq,
-                      rope_theta=500000.0, rms_norm_eps=1e-6, attention_bias=False, tie_word_embeddings=False)
+    shape: dict[str, Any] = dict(  # rope_theta is accepted at run time though transformers 5's stubs omit it
+        vocab_size=VOCAB, hidden_size=2048, intermediate_size=8192, num_hidden_layers=args.layers,
+        num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=args.seq, rope_theta=500000.0,
+        rms_norm_eps=1e-6, attention_bias=False, tie_word_embeddings=False)
+    cfg = Olmo2Config(**shape)
     cfg._attn_implementation = "sdpa"
-    model = Olmo2ForCausalLM(cfg).cuda()
+    model = Olmo2ForCausalLM(cfg).cuda()  # type: ignore[call-arg]
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
     def step(x: torch.Tensor) -> float:

@@ -213,6 +213,9 @@ def _dcp_load(state_dict: dict[str, Any], path: Path) -> None:
         dcp.load(state_dict, storage_reader=dcp.FileSystemReader(path), no_dist=not dist.is_initialized())
 
 
+IMPLEMENTATION_FLAGS = ("fused", "foreach", "capturable", "differentiable")
+
+
 def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
     """Restore weights (and the optimizer state, when `optimizer` is given) from `path` into a model wrapped any
     way at any world size; returns train_state. RNGs are restored by the caller (`restore_rng`) once everything
@@ -227,7 +230,12 @@ def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | 
     _dcp_load(sd, path)
     set_model_state_dict(model, sd[MODEL])
     if optimizer is not None:
+        # how this process runs the optimizer (fused kernel or not, ...) is its own choice, not the checkpoint's:
+        # loading a state dict would otherwise bring back the saving run's flags along with its hyperparameters
+        flags = [{k: g[k] for k in IMPLEMENTATION_FLAGS if k in g} for g in optimizer.param_groups]
         set_optimizer_state_dict(model, optimizer, sd[OPTIM])
+        for group, own in zip(optimizer.param_groups, flags, strict=True):
+            group.update(own)
     state: dict[str, Any] = json.loads((path / TRAIN_STATE).read_text())
     state["load_seconds"] = time.perf_counter() - t0
     return state

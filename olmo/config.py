@@ -201,7 +201,7 @@ class OptimConfig:
     warmup_steps: int = 2000
     schedule: str = "cosine"  # cosine | linear | constant (after warmup)
     final_lr_ratio: float = 0.1  # the decay ends at lr x this
-    fused: bool | None = None  # fused AdamW kernel; None: on for CUDA, off for CPU
+    fused: bool | None = None  # torch's fused AdamW kernel when the copies below are not used; None: on for CUDA
     # one process, bf16 on a GPU: the optimizer keeps bf16 copies of the block weights for the forward and reads
     # their bf16 gradients (olmo/mixed_precision.py; same numbers, no per-step casts). Ignored under DDP/FSDP2.
     compute_copies: bool = True

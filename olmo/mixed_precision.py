@@ -2,7 +2,7 @@
 
 On one GPU the trainer computes under bf16 autocast with fp32 parameters (as OLMo-core does). Autocast re-casts
 every weight to bf16 on every forward, and the bf16 weight gradients are converted to fp32 for the optimizer. Here
-each projection weight of the blocks (`olmo.linear.Linear`, 1.2B of olmo2_1B's 1.5B parameters) gets a bf16 copy
+each projection weight of the blocks (`olmo.linear.Linear`, 1.2B of olmo2_1B's 1.6B parameters) gets a bf16 copy
 that the forward multiplies by; backward leaves the gradient in bf16 on the copy; `MasterAdamW` reads that
 gradient, updates the fp32 master weight and its AdamW state as torch's AdamW does, and rewrites the copy, all in
 one pass per tensor (olmo/fused_adamw.py). The numbers are the ones autocast gives: autocast multiplies by the same

@@ -58,7 +58,7 @@ def test_max_jobs_never_exceeds_memory_or_cpus(name, subset):
     facts = MACHINES[name]
     p = _plan(facts, subset=subset)
     s = p.sizing
-    usable = float(facts["mem.available_gb"]) * MEMORY_FRACTION - RESERVED_GB  # type: ignore[arg-type]
+    usable = float(facts["mem.available_gb"]) * MEMORY_FRACTION - RESERVED_GB
     assert s.jobs >= 1
     assert s.jobs == 1 or s.jobs * s.gb_per_job <= usable
     assert s.jobs * s.threads_per_job <= facts["cpu.count"] or s.jobs == 1

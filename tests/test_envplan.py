@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from olmo_doctor.envplan import NVCC_JOB_GB, max_jobs, recommend
+from olmo_doctor.facts import FactValue
 
 
-def machine(ccs: list[tuple[str, str]], cpus: int, avail: float, **extra: object) -> dict[str, object]:
-    facts: dict[str, object] = {"gpu.count": len(ccs), "cpu.count": cpus, "mem.available_gb": avail,
+def machine(ccs: list[tuple[str, str]], cpus: int, avail: float, **extra: FactValue) -> dict[str, FactValue]:
+    facts: dict[str, FactValue] = {"gpu.count": len(ccs), "cpu.count": cpus, "mem.available_gb": avail,
                                 "nvcc.version": "13.0", "nvcc.max_gcc": 15, "gcc.version": "13.3.0"}
     for i, (name, cc) in enumerate(ccs):
         facts[f"gpu.{i}.name"], facts[f"gpu.{i}.compute_capability"] = name, cc
@@ -48,15 +49,17 @@ def test_v100_with_cuda_13_gets_no_arch_it_cannot_build() -> None:
 
 
 def test_too_new_gcc_picks_an_older_one_on_path() -> None:
-    facts = machine([("NVIDIA H100 80GB HBM3", "9.0")], 32, 200, **{
+    gcc: dict[str, FactValue] = {
         "nvcc.version": "12.4", "nvcc.max_gcc": 13, "gcc.version": "14.2.0",
-        "gcc.alternatives": ["12:/usr/bin/g++-12", "13:/usr/bin/g++-13", "14:/usr/bin/g++-14"]})
+        "gcc.alternatives": ["12:/usr/bin/g++-12", "13:/usr/bin/g++-13", "14:/usr/bin/g++-14"]}
+    facts = machine([("NVIDIA H100 80GB HBM3", "9.0")], 32, 200, **gcc)
     env = recommend(facts)
     assert env["CXX"].value == "/usr/bin/g++-13" and env["CC"].value == "/usr/bin/gcc-13"
     assert env["CUDAHOSTCXX"].value == "/usr/bin/g++-13"
 
 
 def test_cuda_home_without_headers_points_at_the_real_toolkit() -> None:
-    env = recommend(machine([], 2, 24, **{"cuda.home": "/usr/local", "cuda.home_has_headers": False,
-                                          "cuda.toolkit_root": "/usr/local/cuda-13.0"}))
+    cuda: dict[str, FactValue] = {"cuda.home": "/usr/local", "cuda.home_has_headers": False,
+                                  "cuda.toolkit_root": "/usr/local/cuda-13.0"}
+    env = recommend(machine([], 2, 24, **cuda))
     assert env["CUDA_HOME"].value == "/usr/local/cuda-13.0"

@@ -17,7 +17,7 @@ def test_h200_capture_replays_clean_with_the_same_env() -> None:
     recorded = json.loads(CAPTURE.read_text())
     facts = load_report(CAPTURE)
     assert facts["gpu.0.name"] == "NVIDIA H200" and facts["gpu.0.compute_capability"] == "9.0"
-    assert facts["torch.cuda_available"] is True and facts["torch.arch_list"][-1] == "sm_120"
+    assert facts["torch.cuda_available"] is True and facts["torch.arch_list"][-1] == "sm_120"  # type: ignore[index]
     result = run_check(facts=facts)
     assert [f.code for f in result.errors] == []
     assert {k: v.value for k, v in result.env.items()} == recorded["env"]

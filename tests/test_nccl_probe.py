@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from olmo_doctor.facts import FactValue
 from olmo_doctor.nccl.probe import link_between_gpus, run_allreduce
 from olmo_doctor.rules.engine import run_rules
 from olmo_doctor.run import FakeRunner
@@ -35,7 +36,7 @@ def test_link_peak_from_topology() -> None:
 
 
 def test_slow_allreduce_is_flagged_with_numbers() -> None:
-    facts = {"nccl.efficiency": 0.1, "nccl.busbw_gbps": 45.0, "nccl.link": "NV18", "nccl.link_peak_gbps": 450.0,
-             "nccl.size_mb": 2048, "nccl.world": 2}
+    facts: dict[str, FactValue] = {"nccl.efficiency": 0.1, "nccl.busbw_gbps": 45.0, "nccl.link": "NV18",
+                                   "nccl.link_peak_gbps": 450.0, "nccl.size_mb": 2048, "nccl.world": 2}
     finding = next(f for f in run_rules(facts, scope="train") if f.code == "OD012")
     assert "10%" in finding.message and "45.0 GB/s" in finding.title

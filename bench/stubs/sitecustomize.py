@@ -27,15 +27,15 @@ class _Stub(types.ModuleType):
 
 
 class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
+    def find_spec(self, fullname: str, path: object, target: object = None) -> importlib.machinery.ModuleSpec | None:
         if fullname.split(".")[0] in STUBBED:
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
-    def create_module(self, spec):  # type: ignore[no-untyped-def]
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         return _Stub(spec.name)
 
-    def exec_module(self, module):  # type: ignore[no-untyped-def]
+    def exec_module(self, module: types.ModuleType) -> None:
         return None
 
 

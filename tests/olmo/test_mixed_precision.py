@@ -156,6 +156,12 @@ def test_checkpoint_resume_restores_masters_state_and_copies(tmp_path: Path) -> 
     first = next(iter(model.parameters()))
     assert torch.equal(opt.state[first]["exp_avg"], ropt.state[next(iter(resumed.parameters()))]["exp_avg"])
     assert _train(model, opt, steps=2) == _train(resumed, ropt, steps=2)
+    # resuming the same checkpoint without copies: a torch AdamW that keeps its own implementation flags
+    plain = _tiny(seed=9)
+    popt = build_optimizer(plain, OptimConfig(lr=1e-2, fused=False, compute_copies=False), torch.device("cpu"))
+    popt.param_groups[0]["foreach"] = True
+    checkpoint.load(path, plain, popt)
+    assert popt.param_groups[0]["foreach"] is True and popt.param_groups[1].get("foreach") is None
 
 
 def test_total_norm_accumulates_in_fp32_across_dtypes() -> None:
