@@ -114,7 +114,13 @@ class _FusedLinearCE(torch.autograd.Function):
         ctx: torch.autograd.function.FunctionCtx, grad_total: torch.Tensor, *_: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         grad_x, grad_w = ctx.saved_tensors  # type: ignore[attr-defined]
-        return grad_x * grad_total.to(grad_x.dtype), grad_w * grad_total.to(grad_w.dtype), None, None, None, None, None
+        # Scaled in place by the upstream gradient (1/n under gradient accumulation): `grad_w * grad_total`
+        # would allocate another 0.8 GB and run torch's broadcasting kernel at ~1.6 TB/s (1 ms per step on an
+        # H200); the foreach kernel runs vectorised. A second backward through this graph raises, as autograd
+        # sees the saved tensors modified.
+        torch._foreach_mul_([grad_w], grad_total.to(grad_w.dtype))
+        grad_x.mul_(grad_total.to(grad_x.dtype))
+        return grad_x, grad_w, None, None, None, None, None
 
 
 def fused_linear_cross_entropy(

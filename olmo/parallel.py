@@ -157,11 +157,12 @@ def apply_ac(model: Transformer, cfg: TrainConfig) -> None:
 
 
 def apply_compile(model: Transformer) -> None:
-    """torch.compile each block in place (the single-GPU speed work owns what happens here). Module.compile keeps
-    parameter names, unlike wrapping in torch.compile(), which adds `_orig_mod.`; blocks share one shape, so one
-    compilation serves all layers."""
+    """torch.compile each block and the final norm in place (the single-GPU speed work owns what happens here).
+    Module.compile keeps parameter names, unlike wrapping in torch.compile(), which adds `_orig_mod.`; blocks
+    share one shape, so one compilation serves all layers."""
     for block in model.blocks.values():
         block.compile()
+    model.lm_head.norm.compile()  # the final norm: eager it is ~8 passes over the fp32 hidden states per step
 
 
 def apply_fsdp(model: Transformer, mesh: Any, param_dtype: torch.dtype | None, reshard_after_forward: bool) -> None:

@@ -133,3 +133,16 @@ def test_metrics_records(tiny_data: Path, tmp_path: Path, micro: Callable[..., T
     assert {"torch", "cuda", "numpy", "python"} <= set(state["rng"])
     assert state["saved_at"].endswith("+00:00") and state["config"]["model"]["d_model"] == 64
     assert state["data_loader"]["batch_in_epoch"] == 5
+
+
+def test_cuda_graph_off_a_gpu_warns_and_trains_eagerly(tiny_data: Path, tmp_path: Path,
+                                                       micro: Callable[..., TrainConfig]) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    cfg = micro(tiny_data, tmp_path / "g", steps=3)
+    cfg.cuda_graph = True  # on the CPU: no graph, no bf16 copies; the run must say so and go on
+    out = StringIO()
+    res = train(cfg, console=Console(file=out, width=200))
+    assert res.step == 3 and "cuda_graph is on but ignored" in out.getvalue()
