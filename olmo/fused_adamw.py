@@ -21,6 +21,7 @@ step can be recorded in a CUDA graph. Elsewhere `adamw_reference` does the same 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -45,13 +46,9 @@ def adamw_reference(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tens
         shadow.copy_(param)
 
 
-_KERNEL: dict[str, object] = {}
-
-
+@functools.cache
 def _kernel() -> object:
     """The Triton kernel, defined on first use (Triton is imported only on CUDA machines)."""
-    if "k" in _KERNEL:
-        return _KERNEL["k"]
     import triton
     import triton.language as tl
 
@@ -79,7 +76,6 @@ def _kernel() -> object:
         if HAS_SHADOW:
             tl.store(s_ptr + offs, p.to(s_ptr.dtype.element_ty), mask=mask)
 
-    _KERNEL["k"] = adamw_kernel
     return adamw_kernel
 
 

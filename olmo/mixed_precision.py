@@ -16,7 +16,6 @@ parameters' own gradients (FSDP2 keeps its own bf16 copies through MixedPrecisio
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -107,25 +106,3 @@ class MasterAdamW(torch.optim.AdamW):
             lr = self.lr_override if self.lr_override is not None else group["lr"]
             adamw_step(ps, gs, ms, vs, ts, lr=lr, betas=tuple(group["betas"]),
                        eps=group["eps"], weight_decay=group["weight_decay"], grad_scale=self.grad_scale, shadows=cs)
-
-    def clip_and_step(self, max_norm: float) -> torch.Tensor:
-        """Clip to `max_norm` inside the update (the kernel divides each gradient by max(1, norm / max_norm));
-        returns the total gradient norm before clipping."""
-        norm = total_norm(self.gradients())
-        self.grad_scale = torch.clamp(norm / max_norm, min=1.0).float() if math.isfinite(max_norm) else None
-        try:
-            self.step()
-        finally:
-            self.grad_scale = None
-        return norm
-
-
-def total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
-    """The 2-norm of all `grads` together, accumulated in fp32 whatever their dtypes (one fused pass per dtype)."""
-    if not grads:
-        return torch.zeros(())
-    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
-    for g in grads:
-        by_dtype.setdefault(g.dtype, []).append(g)
-    norms = [n for group in by_dtype.values() for n in torch._foreach_norm(group, 2.0, dtype=torch.float32)]
-    return torch.linalg.vector_norm(torch.stack(norms))

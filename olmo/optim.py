@@ -36,29 +36,44 @@ def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, device: torch.devi
 
 def clip_and_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_norm: float) -> torch.Tensor:
     """Clip the gradients to `max_norm` (total 2-norm) and take the optimizer step; returns the norm before
-    clipping. With the fused AdamW kernel the clip costs no extra pass over the gradients: the kernel's
-    `grad_scale` input (meant for AMP's GradScaler: it divides every gradient while updating) is set to
-    max(1, norm / max_norm), which is exactly the clip. Otherwise clip_grad_norm_ scales the gradients first."""
+    clipping. With a fused kernel (torch's fused AdamW, or MasterAdamW's, which reads the bf16 copies' gradients)
+    the clip costs no extra pass over the gradients: the kernel's `grad_scale` input (meant for AMP's GradScaler:
+    it divides every gradient while updating) is set to max(1, norm / max_norm), which is exactly the clip.
+    Otherwise clip_grad_norm_ scales the gradients first."""
     from olmo.mixed_precision import MasterAdamW
 
     if isinstance(optimizer, MasterAdamW):
-        return optimizer.clip_and_step(max_norm)
-    params = [p for p in model.parameters() if p.grad is not None]
-    fused = all(g.get("fused") for g in optimizer.param_groups)
-    plain = all(type(p.grad) is torch.Tensor for p in params)  # DTensor gradients (FSDP2) take the generic path
-    if not (fused and plain and math.isfinite(max_norm)):
-        from olmo.parallel import clip_grad_norm_  # DTensor-aware: FSDP2's per-shard norms summed over ranks
+        grads = optimizer.gradients()  # the copies' gradients where a weight has a copy
+    else:
+        params = [p for p in model.parameters() if p.grad is not None]
+        fused = all(g.get("fused") for g in optimizer.param_groups)
+        plain = all(type(p.grad) is torch.Tensor for p in params)  # DTensor gradients (FSDP2): the generic path
+        if not (fused and plain and math.isfinite(max_norm)):
+            from olmo.parallel import clip_grad_norm_  # DTensor-aware: FSDP2's per-shard norms summed over ranks
 
-        norm = clip_grad_norm_(params, max_norm)
-        optimizer.step()
-        return norm
-    norm = torch.nn.utils.get_total_norm([p.grad for p in params])  # type: ignore[misc]
-    optimizer.grad_scale = torch.clamp(norm / max_norm, min=1.0).to(torch.float32)  # type: ignore[attr-defined]
+            norm = clip_grad_norm_(params, max_norm)
+            optimizer.step()
+            return norm
+        grads = [p.grad for p in params]  # type: ignore[misc]
+    norm = total_norm(grads)
+    scale = torch.clamp(norm / max_norm, min=1.0).to(torch.float32) if math.isfinite(max_norm) else None
+    optimizer.grad_scale = scale  # type: ignore[attr-defined]
     try:
         optimizer.step()
     finally:
         optimizer.grad_scale = None  # type: ignore[attr-defined]
     return norm
+
+
+def total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The 2-norm of all `grads` together, accumulated in fp32 whatever their dtypes (one fused pass per dtype)."""
+    if not grads:
+        return torch.zeros(())
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+    for g in grads:
+        by_dtype.setdefault(g.dtype, []).append(g)
+    norms = [n for group in by_dtype.values() for n in torch._foreach_norm(group, 2.0, dtype=torch.float32)]
+    return torch.linalg.vector_norm(torch.stack(norms))
 
 
 def lr_at(step: int, total: int, cfg: OptimConfig) -> float:

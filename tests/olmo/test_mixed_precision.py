@@ -13,9 +13,9 @@ import torch
 
 from olmo.config import ModelConfig, OptimConfig
 from olmo.fused_adamw import adamw_step
-from olmo.mixed_precision import MasterAdamW, total_norm
+from olmo.mixed_precision import MasterAdamW
 from olmo.model import build_model
-from olmo.optim import build_optimizer, clip_and_step
+from olmo.optim import build_optimizer, clip_and_step, total_norm
 
 BETAS = (0.9, 0.95)
 
