@@ -12,7 +12,7 @@ from pathlib import Path
 
 from olmo_doctor.envplan import EnvVar, recommend
 from olmo_doctor.errors import UsageError
-from olmo_doctor.facts import Facts
+from olmo_doctor.facts import Facts, clean
 from olmo_doctor.findings import Finding, exit_code
 from olmo_doctor.rules.engine import run_rules
 
@@ -83,6 +83,7 @@ def run_check(
         measured = nccl_probe(facts)
         log = str(measured.pop("nccl.log", "") or "")
         facts.update(measured)
+    facts = clean(facts)  # also facts handed in by a caller, and the all-reduce's
     findings = run_rules(facts, scope=scope)
     if log and (facts.get("nccl.hang") or facts.get("nccl.error")):
         findings += _diagnose_log(log, facts, {f.code for f in findings})

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from olmo_doctor.shell import has_control
+
 FactValue = str | int | float | bool | list[str] | None
 Facts = dict[str, FactValue]
 
@@ -117,6 +119,7 @@ FACT_KEYS: dict[str, str] = {
     "plan.device": "device the planned training run uses: 'cuda', 'cpu', or null when unknown",
     "plan.data_workers": "DataLoader workers the planned run uses",
     "probe.error": "a probe that failed unexpectedly (a bug report is welcome)",
+    "facts.refused": "fact keys dropped (made unknown) because their values held control characters",
     # check --nccl: a real all-reduce over the visible GPUs
     "nccl.ran": "whether the all-reduce probe ran (it needs 2+ GPUs)",
     "nccl.skipped": "why it did not run",
@@ -166,3 +169,37 @@ def with_defaults(facts: Mapping[str, FactValue], keys: Iterable[str] = FACT_KEY
     out: Facts = {k: None for k in keys if ".N." not in k}
     out.update(facts)
     return dict(sorted(out.items()))
+
+
+def _tainted(value: object) -> bool:
+    if isinstance(value, str):
+        return has_control(value)
+    if isinstance(value, (list, tuple)):
+        return any(_tainted(v) for v in value)
+    if isinstance(value, dict):
+        return any(_tainted(k) or _tainted(v) for k, v in value.items())
+    return False
+
+
+def clean(facts: Mapping[str, FactValue]) -> Facts:
+    """Facts fit to judge and print: a value (or key) holding a control character becomes unknown.
+
+    A newline, CR, ESC, NUL or Unicode line separator has no business in a version, a path or a GPU name, and one
+    would end a `# reason` comment or a printed command line. Wherever the value came from (a probe, the
+    environment, a replayed report), it is refused here, once, and its key listed under `facts.refused`."""
+    out: Facts = {}
+    refused: list[str] = [str(k) for k in facts.get("facts.refused") or [] if isinstance(k, str)
+                          and not has_control(k)]  # type: ignore[union-attr]
+    for key, value in facts.items():
+        if key == "facts.refused":
+            continue
+        if not isinstance(key, str) or has_control(key):
+            refused.append(repr(key)[1:-1] if isinstance(key, str) else repr(key))
+            continue
+        if _tainted(value):
+            out[key] = None
+            refused.append(key)
+        else:
+            out[key] = value
+    out["facts.refused"] = sorted(set(refused)) or None
+    return out

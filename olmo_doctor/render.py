@@ -7,6 +7,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from rich.markup import escape
+
 from olmo_doctor.api import CheckResult
 from olmo_doctor.facts import FactValue, gpu_indices, with_defaults
 from olmo_doctor.findings import Finding
@@ -123,5 +125,5 @@ def finding_block(finding: Finding, index: int | None = None) -> list[str]:
             "manual": "[dim]manual[/]",
         }[fix.applicability if fix.automatic or fix.applicability == "manual" else "manual"]
         lines.append(f"    fix: {fix.title} ({grade})")
-        lines += [f"      [cyan]$ {cmd}[/]" for cmd in fix.commands]
+        lines += [f"      [cyan]$ {escape(cmd)}[/]" for cmd in fix.commands]
     return lines

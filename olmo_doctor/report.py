@@ -14,7 +14,7 @@ from pathlib import Path
 
 from olmo_doctor import tables
 from olmo_doctor.errors import UsageError
-from olmo_doctor.facts import Facts, merge
+from olmo_doctor.facts import Facts, clean, merge
 from olmo_doctor.reports import capture, collect_env
 
 REPORT_MARK = "olmo_doctor_report"
@@ -88,7 +88,7 @@ def load_report(path: str | Path) -> Facts:
     facts = merge(*parts)
     if sum(v is not None for v in facts.values()) < 3:
         raise UsageError(f"{p} is not a report olmo-doctor can read; {_HINT}")
-    return _finish(facts)
+    return clean(_finish(facts))
 
 
 def redact(text: str, home: str, user: str) -> str:

@@ -22,10 +22,13 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
     """Write a temp file next to `path`, fsync, rename: readers see the old bytes or the new, never half."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            view = memoryview(data)
+            while view:  # os.write may write less than asked; a full disk raises OSError(ENOSPC) here
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 
 from olmo_doctor import __version__
 from olmo_doctor.api import CheckResult
 from olmo_doctor.render import AREAS, MARK, area_lines, area_status, finding_block
+from olmo_doctor.shell import UnsafeValue, comment, env_line
 
 
 def print_result(result: CheckResult, verbose: bool = False, console: Console | None = None) -> None:
@@ -30,7 +32,15 @@ def print_result(result: CheckResult, verbose: bool = False, console: Console | 
     if result.env:
         console.print("\n[bold]Recommended environment[/] (eval \"$(olmo-doctor env)\" or olmo-doctor fix --apply):")
         for name, var in result.env.items():
-            console.print(f"  [cyan]{name}={var.value}[/]  [dim]# {var.reason}[/]", overflow="fold")
+            try:
+                line = env_line(name, var.value, var.reason)
+            except UnsafeValue:
+                continue  # the facts layer drops such values; never print one as a command
+            console.print(f"  [cyan]{escape(line)}[/]", overflow="fold")
+    if result.facts.get("facts.refused"):
+        refused = ", ".join(map(str, result.facts["facts.refused"]))  # type: ignore[call-overload]
+        console.print(f"\n[dim]{escape(comment('unknown: values with control characters were refused: ' + refused))}"
+                      "[/]", overflow="fold")
     errors = len(result.errors)
     warnings = sum(f.severity == "warning" for f in result.findings)
     console.print()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from olmo_doctor.errors import UsageError
+from olmo_doctor.shell import UnsafeValue, env_line
 
 if TYPE_CHECKING:
     from olmo_doctor.envplan import EnvVar
@@ -18,17 +18,16 @@ FORMATS = ("bash", "fish", "dotenv", "json")
 
 
 def format_env(env: dict[str, EnvVar], fmt: str) -> str:
+    """The variables as one shell's lines (every value and comment through olmo_doctor.shell), or JSON."""
     if fmt == "json":
         return json.dumps({k: {"value": v.value, "reason": v.reason} for k, v in env.items()}, indent=2)
     lines = []
     for name, var in env.items():
-        value = shlex.quote(var.value)
-        lines.append({
-            "bash": f"export {name}={value}  # {var.reason}",
-            "fish": f"set -gx {name} {value}  # {var.reason}",
-            "dotenv": f"{name}={value}",
-        }[fmt])
-    return "\n".join(lines)
+        try:
+            lines.append(env_line(name, var.value, var.reason, fmt))
+        except UnsafeValue:  # the facts layer drops such values; never emit one as code
+            lines.append(f"# {name} left out: its value holds a control character" if fmt != "dotenv" else "")
+    return "\n".join(line for line in lines if line)
 
 
 def register(app: typer.Typer) -> None:

@@ -22,9 +22,12 @@ if TYPE_CHECKING:
 
 
 def _project(project: Path | None) -> Path:
+    from olmo_doctor.fix.safety import state_dir
+
     path = (project or Path.cwd()).resolve()
     if not path.is_dir():
         raise UsageError(f"project dir {path} does not exist; pass --project DIR")
+    state_dir(path)  # .olmo-doctor must be our own real folder before anything reads or writes through it
     return path
 
 
@@ -45,6 +48,8 @@ def _echo(console: Console) -> Callable[[str], None]:
 
 
 def _read_env_file(path: Path) -> str | None:
+    if path.is_symlink():
+        raise UsageError(f"{path} is a symlink; fix --apply writes a real file there, so move the link away")
     if not path.exists():
         return None
     try:

@@ -17,6 +17,8 @@ from typing import Any, ClassVar
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from olmo_doctor.shell import has_control
+
 # op -> its fields, all required, no others allowed.
 OPS: dict[str, tuple[str, ...]] = {
     "env_set": ("name", "value"),
@@ -60,7 +62,9 @@ class EnvSet:
     op: ClassVar[str] = "env_set"
 
     def describe(self) -> str:
-        return f"export {self.name}={self.value}"
+        from olmo_doctor.shell import assign  # the one quoting function: this line is printed as a command
+
+        return assign(self.name, self.value)
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,8 @@ def _check_value(op: str, key: str, value: object) -> str | None:
         return None
     if not isinstance(value, str) or not value.strip():
         return f"{key} must be a non-empty string"
+    if has_control(value):  # a newline or NUL in a value would end the shell line it is written into
+        return f"{key} {value!r} holds a control character"
     if key == "name" and not _ENV_NAME.match(value):
         return f"name {value!r} is not an environment variable name"
     if op == "ulimit" and key == "resource" and value not in ULIMIT_FLAGS:

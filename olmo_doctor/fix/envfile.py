@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from olmo_doctor.fix.actions import ULIMIT_FLAGS, EnvSet, EnvUnset, Ulimit
+from olmo_doctor.shell import assign, comment
 
 ENV_FILE = ".olmo-doctor/env.sh"
 BEGIN = "# >>> olmo-doctor >>>"
@@ -55,8 +56,8 @@ class EnvFile:
             lines.append("")
         lines += [BEGIN, *HEADER]
         for e in self.entries:
-            if e.comment:
-                lines.append(f"# {e.comment}")
+            if comment(e.comment):
+                lines.append(f"# {comment(e.comment)}")
             lines.append(e.statement)
         lines.append(END)
         lines += self.after
@@ -65,7 +66,7 @@ class EnvFile:
 
 def statement(action: EnvSet | EnvUnset | Ulimit) -> str:
     if isinstance(action, EnvSet):
-        return f"export {action.name}={shlex.quote(action.value)}"
+        return assign(action.name, action.value)
     if isinstance(action, EnvUnset):
         return f"unset {action.name}"
     flag = ULIMIT_FLAGS[action.resource][1]
@@ -77,8 +78,8 @@ def key_of(action: EnvSet | EnvUnset | Ulimit) -> str:
     return f"ulimit:{action.resource}" if isinstance(action, Ulimit) else action.name
 
 
-def entry(action: EnvSet | EnvUnset | Ulimit, comment: str) -> Entry:
-    return Entry(key_of(action), statement(action), " ".join(comment.split()))
+def entry(action: EnvSet | EnvUnset | Ulimit, why: str) -> Entry:
+    return Entry(key_of(action), statement(action), comment(why))
 
 
 def _statement_key(line: str) -> str | None:

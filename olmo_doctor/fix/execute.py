@@ -9,8 +9,10 @@ applied, and nothing it touched has changed since (otherwise undo would overwrit
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -19,7 +21,7 @@ from typing import Any
 
 from olmo_doctor import __version__
 from olmo_doctor.errors import UsageError
-from olmo_doctor.fix import pyenv, wheelpack
+from olmo_doctor.fix import pyenv, safety, wheelpack
 from olmo_doctor.fix.journal import Entry, Journal, JournalError, check_writable, sha256_file
 from olmo_doctor.fix.plan import FixPlan, PlanItem
 from olmo_doctor.resources import atomic_write
@@ -103,14 +105,7 @@ def apply_plan(plan: FixPlan, project: Path, cli_argv: list[str], echo: Echo | N
                     progress(item)
                 env = _run_item(item, entry, project, env, echo)
         except BaseException as e:  # a failed step, a full disk, Ctrl-C: put back what this run did
-            entry.data["error"] = str(e) or type(e).__name__
-            entry.save()
-            try:
-                _restore(entry, project, echo, phase="rollback")
-            except Exception as again:
-                entry.data["status"] = "rollback_incomplete"
-                entry.data["rollback_problems"] = [f"rollback stopped: {again}"]
-                entry.save()
+            _roll_back(entry, project, py, echo, e)
             if not isinstance(e, (StepFailed, OSError)):
                 raise
             return entry
@@ -122,14 +117,47 @@ def apply_plan(plan: FixPlan, project: Path, cli_argv: list[str], echo: Echo | N
         return entry
 
 
+def _error_text(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        where = f" writing {e.filename}" if e.filename else ""
+        return f"no space left on device{where}; everything this run wrote was put back"
+    return str(e) or type(e).__name__
+
+
+def _roll_back(entry: Entry, project: Path, py: str | None, echo: Echo | None, e: BaseException) -> None:
+    """Put back what the run did and record it. On a full disk the journal itself may not be writable: a run
+    whose rollback left nothing changed then removes its entry, so `fix --undo` finds nothing to undo."""
+    entry.data["error"] = _error_text(e)
+    try:
+        entry.save()
+    except OSError:
+        pass  # the rollback does not need it; its own save below says how it ended
+    try:
+        _restore(entry, project, py, echo, phase="rollback")
+    except Exception as again:
+        entry.data["status"] = "rollback_incomplete"
+        entry.data["rollback_problems"] = [f"rollback stopped: {again}"]
+        _save(entry)
+
+
+def _save(entry: Entry) -> None:
+    """Save the manifest; when the disk is full and the entry has nothing left to undo, drop the entry instead."""
+    try:
+        entry.save()
+    except OSError:
+        if entry.status not in DONE:
+            raise
+        shutil.rmtree(entry.folder, ignore_errors=True)
+
+
 def _run_item(item: PlanItem, entry: Entry, project: Path, env: pyenv.PyEnv | None,
               echo: Echo | None) -> pyenv.PyEnv | None:
     """Run one item; returns the environment as it is afterwards (queried once per pip step)."""
     step: dict[str, Any] = {"item": item.id, "op": item.op, "codes": item.codes, "started": time.time()}
     if item.op == "write_env_file":
         assert item.path is not None and item.content is not None
+        path = safety.project_file(project, item.path, entry.id)  # a symlinked env.sh is refused, not followed
         record = entry.back_up_file(project, item.path)
-        path = project / item.path
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, item.content.encode(), mode=record.get("mode", 0o644))
         record["sha256_after"] = sha256_file(path)
@@ -188,19 +216,23 @@ def _would_install(argv: list[str]) -> list[str]:
     return [str(canonicalize_name(i["metadata"]["name"])) for i in data.get("install", [])]
 
 
-def _restore(entry: Entry, project: Path, echo: Echo | None, phase: str) -> None:
-    """Put packages and files back as they were before the entry's run; record whether it worked."""
-    py = entry.data.get("python")
+def _restore(entry: Entry, project: Path, py: str | None, echo: Echo | None, phase: str) -> None:
+    """Put packages and files back as they were before the entry's run; record whether it worked.
+    `py` is the running interpreter (checked against the entry first), never one the journal names."""
     problems: list[str] = []
-    if py and entry.data.get("dists_before") is not None:
+    if py and entry.data.get("python") and entry.data.get("dists_before") is not None:
         problems += _reconcile(entry, py, echo)
     for record in reversed(entry.data["files"]):
-        path = project / record["path"]
+        path = safety.project_file(project, record["path"], entry.id)
+        current = sha256_file(path) if path.is_file() else None
         if record["existed"]:
-            atomic_write(path, (entry.folder / record["backup"]).read_bytes(), mode=record.get("mode"))
+            if current == record["sha256_before"]:
+                continue  # never changed (a write that failed), or already put back: nothing to write
+            data = entry.read_backup(record["backup"], record["sha256_before"])
+            atomic_write(path, data, mode=record.get("mode"))
             if sha256_file(path) != record["sha256_before"]:
                 problems.append(f"{record['path']} could not be restored")
-        elif path.exists():
+        elif os.path.lexists(path):
             path.unlink()
     if py and entry.data.get("freeze_before") is not None:
         now = pyenv.freeze(py)
@@ -212,7 +244,7 @@ def _restore(entry: Entry, project: Path, echo: Echo | None, phase: str) -> None
     ok_status = {"rollback": "rolled_back", "undo": "undone"}[phase]
     entry.data["status"] = f"{phase}_incomplete" if problems else ok_status
     entry.data[f"{phase}_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    entry.save()
+    _save(entry)
 
 
 def _reconcile(entry: Entry, py: str, echo: Echo | None) -> list[str]:
@@ -239,8 +271,11 @@ def _reconcile(entry: Entry, py: str, echo: Echo | None) -> list[str]:
         version = before[name][0]
         wheel = wheels.get(name)
         if wheel and wheel["version"] == version:
+            saved = safety.member(entry.folder, wheel["file"], entry.id)
+            if sha256_file(saved) != wheel["sha256"]:  # checked again as it is used, not only when loaded
+                raise JournalError(f"journal entry {entry.id}: {wheel['file']} changed since it was written")
             ok = run(pyenv.pip_argv(py, "install", "--no-deps", "--force-reinstall", "--no-index",
-                                    str(entry.folder / wheel["file"]))) == 0
+                                    str(saved))) == 0
             dist = pyenv.query(py).dists.get(name) if ok else None
             if dist is not None:
                 wheelpack.restore_install_files(dist, wheel["extras"])
@@ -263,16 +298,18 @@ def undo_checks(entry: Entry, journal: Journal, project: Path) -> None:
     check_writable(project)
     in_progress = entry.status != "applied"  # interrupted or half rolled back: files may be in either state
     for record in entry.data["files"]:
-        path = project / record["path"]
-        now = sha256_file(path) if path.exists() else None
+        path = safety.project_file(project, record["path"], entry.id)
+        now = sha256_file(path) if path.is_file() else None
         allowed = {record.get("sha256_after")} | ({record.get("sha256_before")} if in_progress else set())
         if now not in allowed:
             raise JournalError(f"{record['path']} changed after fix {entry.id} wrote it; undo would overwrite "
                                "your edits (restore or move it first)")
-    py = entry.data.get("python")
-    if py and entry.data.get("dists_after") is not None:
-        if not Path(py).exists():
-            raise JournalError(f"the Python fix {entry.id} changed ({py}) no longer exists; nothing to undo there")
+    recorded = entry.data.get("python")
+    if recorded and not same_python(recorded, pyenv.target_python()):
+        raise JournalError(f"fix {entry.id} changed the Python at {recorded}, not the one running olmo-doctor "
+                           f"({pyenv.target_python()}); run `olmo-doctor fix --undo` from that environment")
+    py = pyenv.target_python()
+    if recorded and entry.data.get("dists_after") is not None:
         now_d, after, before = _snapshot(py), entry.data["dists_after"], entry.data["dists_before"]
         for name in sorted(set(before) | set(after)):
             if before.get(name) != after.get(name) and now_d.get(name) != after.get(name):
@@ -281,8 +318,13 @@ def undo_checks(entry: Entry, journal: Journal, project: Path) -> None:
                                    f"{(after.get(name) or ['it uninstalled'])[0]}); undo would overwrite that")
 
 
+def same_python(recorded: str, running: str) -> bool:
+    """The journal's interpreter is the running one (paths compared as written: venvs share a symlinked binary)."""
+    return os.path.abspath(recorded) == os.path.abspath(running)
+
+
 def undo(entry: Entry, journal: Journal, project: Path, echo: Echo | None = None) -> Entry:
     undo_checks(entry, journal, project)
     with journal.lock():
-        _restore(entry, project, echo, phase="undo")
+        _restore(entry, project, pyenv.target_python() if entry.data.get("python") else None, echo, phase="undo")
     return entry

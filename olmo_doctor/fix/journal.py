@@ -7,10 +7,14 @@
         logs/<n>.log    the full output of each command that ran
 
 The entry records the plan, every command with its exit code, `pip freeze --all` before and after, and the
-sha256 of every backup, wheel and log; the manifest carries the sha256 of the entry itself. Anything edited or
-truncated afterwards is refused with one line (it catches accidents and meddling, not an attacker who rewrites
-the checksums too: the journal is the user's own data). The manifest is rewritten atomically after every step,
-so an interrupted run leaves an entry that `fix --undo` can still roll back.
+sha256 of every backup, wheel and log; the manifest carries the sha256 of the entry itself and an HMAC of it
+under a key only this user holds (journal_key.py), so anything edited or truncated afterwards, and any journal
+that came with a cloned repository, is refused with one line. The manifest is rewritten atomically after every
+step, so an interrupted run leaves an entry that `fix --undo` can still roll back.
+
+A journal is data, never instructions, even when signed (safety.py checks every entry before use): the files it
+names are confined to the project, its backups and wheels are read from its own folder only, and the Python it
+names is compared with the running one, never executed.
 
 The journal lives in the project, next to the env file it backs up. A project dir we cannot write is refused
 rather than journaled elsewhere, so `fix --undo` always finds the journal where the changes are.
@@ -23,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -31,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from olmo_doctor.errors import UsageError
+from olmo_doctor.fix import journal_key, safety
+from olmo_doctor.fix.safety import JournalError
 from olmo_doctor.resources import atomic_write
 
 FORMAT = 1
@@ -38,8 +45,7 @@ JOURNAL_DIR = ".olmo-doctor/journal"
 _ID = re.compile(r"^(\d{4,})-\d{8}-\d{6}$")
 
 
-class JournalError(UsageError):
-    """A journal entry is missing, edited, corrupted, or cannot be used for what was asked."""
+__all__ = ["Entry", "Journal", "JournalError", "check_writable", "sha256_bytes", "sha256_file"]
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -64,6 +70,7 @@ def check_writable(project: Path) -> None:
     Probes by creating and removing a temp file: permission bits alone miss read-only mounts and root."""
     if not project.is_dir():
         raise UsageError(f"project dir {project} does not exist; pass --project DIR")
+    safety.state_dir(project)
     for sub in (project / ".olmo-doctor", project / JOURNAL_DIR):
         if sub.exists() and not sub.is_dir():
             raise UsageError(f"{sub} is a file, but olmo-doctor keeps a folder there; move it away")
@@ -94,7 +101,8 @@ class Entry:
         return str(self.data["status"])
 
     def save(self) -> None:
-        manifest = {"format": FORMAT, "sha256": sha256_bytes(_canonical(self.data)), "entry": self.data}
+        body = _canonical(self.data)
+        manifest = {"format": FORMAT, "sha256": sha256_bytes(body), "mac": journal_key.sign(body), "entry": self.data}
         atomic_write(self.folder / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True).encode() + b"\n")
 
     def _store(self, sub: str, name: str, data: bytes) -> tuple[str, str]:
@@ -109,7 +117,7 @@ class Entry:
         if path.exists():
             data = path.read_bytes()
             record["backup"], record["sha256_before"] = self._store("files", str(len(self.data["files"])), data)
-            record["mode"] = path.stat().st_mode & 0o7777
+            record["mode"] = path.stat().st_mode & 0o777  # never a setuid bit back from a journal
         self.data["files"].append(record)
         self.save()
         return record
@@ -125,10 +133,18 @@ class Entry:
         for rel, digest in refs:
             if rel is None:
                 continue
-            path = self.folder / rel
+            path = safety.member(self.folder, rel, self.id)
             if not path.is_file() or sha256_file(path) != digest:
                 raise JournalError(f"journal entry {self.id}: {rel} is missing or changed since it was written; "
                                    f"refusing to use it (inspect or move away {self.folder})")
+
+    def read_backup(self, rel: str, digest: str) -> bytes:
+        """A backup's bytes from this entry's own folder, checked against its recorded sha256 as they are read."""
+        data = safety.member(self.folder, rel, self.id).read_bytes()
+        if sha256_bytes(data) != digest:
+            raise JournalError(f"journal entry {self.id}: {rel} changed since it was written; refusing to restore "
+                               f"it (inspect or move away {self.folder})")
+        return data
 
 
 class Journal:
@@ -137,22 +153,30 @@ class Journal:
         self.root = project / JOURNAL_DIR
 
     def ids(self) -> list[str]:
+        safety.state_dir(self.project)
         if not self.root.is_dir():
             return []
         return sorted((p.name for p in self.root.iterdir() if p.is_dir() and _ID.match(p.name)),
                       key=lambda i: int(i.split("-", 1)[0]))
 
     def load(self, entry_id: str, verify: bool = True) -> Entry:
-        folder = self.root / entry_id
+        safety.state_dir(self.project)
+        folder = safety.entry_folder(self.root, entry_id)
         try:
-            manifest = json.loads((folder / "manifest.json").read_text())
-            entry, digest = manifest["entry"], manifest["sha256"]
+            manifest = json.loads(safety.member(folder, "manifest.json", entry_id).read_text())
+            entry, digest, mac = manifest["entry"], manifest["sha256"], manifest.get("mac")
+            body = _canonical(entry)
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise JournalError(f"journal entry {entry_id}: manifest.json is unreadable ({e}); "
                                f"inspect or move away {folder}") from None
-        if manifest.get("format") != FORMAT or sha256_bytes(_canonical(entry)) != digest:
+        if manifest.get("format") != FORMAT or sha256_bytes(body) != digest:
             raise JournalError(f"journal entry {entry_id}: manifest.json was edited after it was written "
                                f"(checksum mismatch); refusing to use it (inspect or move away {folder})")
+        if not journal_key.valid(body, mac):
+            raise JournalError(f"journal entry {entry_id} was not written by olmo-doctor for this user (its "
+                               f"signature does not match; copied from elsewhere, or edited?); refusing to use it "
+                               f"(inspect or move away {folder})")
+        safety.check_entry(entry, entry_id)
         result = Entry(folder, entry)
         if verify:
             result.verify()
@@ -186,14 +210,26 @@ class Journal:
         folder.mkdir(parents=True)
         entry = Entry(folder, {"id": entry_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status":
                                "in_progress", "steps": [], "files": [], "wheels": [], **data})
-        entry.save()
+        try:
+            entry.save()
+        except OSError as e:  # a disk full before anything ran: leave no half entry that blocks the next run
+            shutil.rmtree(folder, ignore_errors=True)
+            raise UsageError(f"cannot write the fix journal in {self.root} ({e.strerror or e}); nothing was "
+                             "changed. Free some space and run it again") from None
         return entry
 
     @contextmanager
     def lock(self) -> Iterator[None]:
         """One fix run or undo per project at a time."""
+        safety.state_dir(self.project)
         self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "w") as f:
+        safety.state_dir(self.project)
+        # O_NOFOLLOW and no truncation: a `.lock` planted as a symlink must not clobber the file it points to
+        try:
+            fd = os.open(self.root / ".lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as e:
+            raise UsageError(f"cannot open {self.root / '.lock'} ({e.strerror or e}); move it away") from None
+        with os.fdopen(fd, "w") as f:
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -42,6 +42,7 @@ from olmo_doctor.fix.actions import (
     touches_compiled,
 )
 from olmo_doctor.fix.pyenv import PyEnv, pip_argv
+from olmo_doctor.shell import has_control
 
 ENV_CODE = "env"  # --only env selects the recommended exports
 OP_ORDER = {"write_env_file": 0, "pip_uninstall": 1, "pip_install": 2, "reinstall_torch": 3, "rebuild_kernel": 4}
@@ -191,6 +192,8 @@ class _Planner:
 
     def recommended(self, recommended: dict[str, Any]) -> None:
         for name, var in recommended.items():
+            if has_control(var.value):
+                continue  # the facts layer drops such values; never write one into env.sh
             self.env_entries.append(envfile.Entry(name, envfile.statement(EnvSet(name, var.value)),
                                                   f"{name}: {var.reason}"))
         if recommended:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from olmo_doctor.facts import Facts, merge
+from olmo_doctor.facts import Facts, clean, merge
 from olmo_doctor.run import Runner, run
 
 
@@ -34,7 +34,7 @@ def collect(runner: Runner = run, deep: bool = False, import_torch: bool = True)
         from olmo_doctor.probes import deep as deep_probe
 
         facts.update(_safe(lambda: deep_probe.probe(facts, runner)))
-    return facts
+    return clean(facts)
 
 
 def _safe(job: Callable[[], Facts]) -> Facts:
@@ -42,4 +42,4 @@ def _safe(job: Callable[[], Facts]) -> Facts:
     try:
         return job()
     except Exception as e:
-        return {"probe.error": f"{type(e).__name__}: {e}"}
+        return {"probe.error": " ".join(f"{type(e).__name__}: {e}".split())}  # one line, as every fact

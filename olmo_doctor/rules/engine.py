@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import string
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -10,7 +9,9 @@ from typing import Any
 from olmo_doctor.facts import FactValue, gpu_indices
 from olmo_doctor.findings import Finding, Fix, sort_findings
 from olmo_doctor.rules.expr import Unknown, evaluate, fact_refs
-from olmo_doctor.rules.model import Rule, load_rules
+from olmo_doctor.rules.model import Rule, RuleError, load_rules
+from olmo_doctor.rules.registry import resolve
+from olmo_doctor.shell import fill
 
 _FORMATTER = string.Formatter()
 
@@ -19,36 +20,37 @@ def _bind_gpu(source: str, index: int) -> str:
     return source.replace("gpu.*.", f"gpu.{index}.")
 
 
-def render(template: str, facts: Mapping[str, FactValue], extra: Mapping[str, Any] | None = None) -> str:
+def render(template: str, facts: Mapping[str, FactValue], extra: Mapping[str, Any] | None = None,
+           shell: bool = False) -> str:
     """Fill {expression} fields of a message or command; {{ and }} are literal braces.
 
     A field that cannot be evaluated (unknown fact) renders as 'unknown' rather than failing the finding.
+    `shell`: the template is a command line, so each value is quoted for where it sits (shell.fill).
     """
-    out: list[str] = []
+    pieces: list[tuple[str, str | None]] = []
     for literal, field_name, spec, _conversion in _FORMATTER.parse(template):
-        out.append(literal)
-        if field_name is None:
-            continue
-        if extra and field_name in extra:
-            out.append(str(extra[field_name]))
-            continue
-        try:
-            value = evaluate(field_name, facts)
-            if spec:  # {nccl.efficiency * 100:.0f}
-                out.append(format(value, spec))
-                continue
-        except (Unknown, ValueError, TypeError):
-            value = "unknown"
-        out.append(", ".join(value) if isinstance(value, list) else str(value))
-    return "".join(out)
+        pieces.append((literal, None if field_name is None else _field(field_name, spec, facts, extra)))
+    return fill(pieces) if shell else "".join(lit + (val or "") for lit, val in pieces)
+
+
+def _field(name: str, spec: str | None, facts: Mapping[str, FactValue], extra: Mapping[str, Any] | None) -> str:
+    if extra and name in extra:
+        return str(extra[name])
+    try:
+        value = evaluate(name, facts)
+        if spec:  # {nccl.efficiency * 100:.0f}
+            return format(value, spec)
+    except (Unknown, ValueError, TypeError):
+        value = "unknown"
+    return ", ".join(value) if isinstance(value, list) else str(value)
 
 
 def _call_check(rule: Rule, facts: Mapping[str, FactValue]) -> dict[str, Any] | None:
-    """A code rule: `check = "module.function"` resolved inside olmo_doctor.checks; returns context or None."""
-    assert rule.check is not None
-    module_name, _, func_name = rule.check.rpartition(".")
-    module = importlib.import_module(f"olmo_doctor.{module_name}" if module_name else "olmo_doctor.checks")
-    result = getattr(module, func_name)(facts)
+    """A code rule: `check = "name"` looked up in the package's own registry (never imported); context or None."""
+    func = resolve(rule.check)
+    if func is None:  # the loader refuses these; a Rule built by hand must not reach an import either
+        raise RuleError(f"{rule.code}: check {rule.check!r} is not a registered check function")
+    result = func(facts)
     if result is None or result is False:
         return None
     return dict(result) if isinstance(result, Mapping) else {}
@@ -87,7 +89,7 @@ def to_finding(rule: Rule, facts: Mapping[str, FactValue], extra: Mapping[str, A
         Fix(
             title=render(_gpu_aware(f.title), facts, extra),
             applicability=f.applicability,  # type: ignore[arg-type]
-            commands=[render(_gpu_aware(c), facts, extra) for c in f.commands],
+            commands=[render(_gpu_aware(c), facts, extra, shell=True) for c in f.commands],
             action=_render_action(f.action, facts, extra),
         )
         for f in rule.fixes

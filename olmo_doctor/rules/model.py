@@ -119,6 +119,12 @@ def parse_rule(data: dict[str, Any], path: Path) -> Rule:
     when, check = data.get("when"), data.get("check")
     if (when is None) == (check is None) and not data.get("signature"):
         raise RuleError(f"{path.name}: give exactly one of 'when' (an expression) or 'check' (a function name)")
+    if check is not None:
+        from olmo_doctor.rules.registry import resolve
+
+        if resolve(check) is None:
+            raise RuleError(f"{path.name}: check {check!r} is not a registered check function "
+                            "(olmo_doctor/rules/registry.py lists them)")
     if when is not None:
         try:
             compile_expr(when)

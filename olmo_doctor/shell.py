@@ -1,0 +1,127 @@
+"""Values into shell text: the one place olmo-doctor quotes a value or a comment for a shell.
+
+Every line we emit for a shell to run (`olmo-doctor env` in each format, `.olmo-doctor/env.sh`, the `$ export ...`
+commands `check` and `fix` print) is built here, because a value is data: a GPU name, a CUDA_HOME or a path from
+a report may hold `$(...)`, quotes, `;` or a newline, and must reach the shell as one literal word.
+
+    quote(value, shell)         one word for bash (POSIX sh), fish or a dotenv file
+    comment(text)               text safe after `#`: control characters and line separators become spaces
+    env_line(name, value, why)  `export NAME='value'  # why` (or the fish / dotenv form)
+    fill(pieces)                a command template's literals and values, each value quoted for where it sits
+
+A value with a control character cannot be quoted safely everywhere (NUL ends a C string, a newline ends a
+dotenv line), so `quote` refuses it with UnsafeValue; the facts layer already drops such values (facts.clean).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import unicodedata
+from collections.abc import Iterable
+
+SHELLS = ("bash", "fish", "dotenv")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A word every shell reads literally: the characters shlex.quote leaves bare, minus `%` (fish job expansion).
+_PLAIN = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
+# Characters that end or rewrite a line: C0/C1 controls (NUL, CR, LF, ESC, U+0085, DEL), Unicode line and
+# paragraph separators, and the bidirectional overrides that make a terminal show text other than what runs.
+_BIDI = "\u200e\u200f\u202a-\u202e\u2066-\u2069"
+CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_BIDI}\ufeff]")
+
+
+class UnsafeValue(ValueError):
+    """A value that cannot become one literal shell word (it holds a control character)."""
+
+
+def has_control(text: str) -> bool:
+    return CONTROL.search(text) is not None or any(unicodedata.category(c) in ("Zl", "Zp") for c in text)
+
+
+def quote(value: str, shell: str = "bash") -> str:
+    """`value` as one literal word for `shell` (bash: POSIX sh; dotenv: POSIX too, as `set -a; . .env` reads it)."""
+    if shell not in SHELLS:
+        raise ValueError(f"unknown shell {shell!r}; one of {', '.join(SHELLS)}")
+    if has_control(value):
+        raise UnsafeValue(f"value {value!r} holds a control character")
+    if value and _PLAIN.match(value):
+        return value
+    if shell == "fish":  # fish single quotes know two escapes: \\ and \'
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return shlex.quote(value)
+
+
+def comment(text: str) -> str:
+    """One line of comment text: control characters and line separators become spaces, runs of space collapse."""
+    return " ".join(CONTROL.sub(" ", "".join(" " if unicodedata.category(c) in ("Zl", "Zp") else c
+                                             for c in text)).split())
+
+
+def assign(name: str, value: str, shell: str = "bash") -> str:
+    """The statement that sets an environment variable: export NAME=v / set -gx NAME v / NAME=v."""
+    if not ENV_NAME.match(name):
+        raise UnsafeValue(f"{name!r} is not an environment variable name")
+    word = quote(value, shell)
+    return {"bash": f"export {name}={word}", "fish": f"set -gx {name} {word}", "dotenv": f"{name}={word}"}[shell]
+
+
+def env_line(name: str, value: str, reason: str = "", shell: str = "bash") -> str:
+    """assign() with its reason as a trailing comment (dotenv lines carry none: not every parser allows one)."""
+    line = assign(name, value, shell)
+    why = comment(reason)
+    return f"{line}  # {why}" if why and shell != "dotenv" else line
+
+
+def fill(pieces: Iterable[tuple[str, str | None]]) -> str:
+    """A POSIX command from (literal, value) pairs: each value quoted for the context the literals leave it in.
+
+    Outside quotes a value is shlex-quoted; inside '...' or "..." the quote is closed, the value quoted, and the
+    quote reopened; after a `#` comment starts, the value is only made one line. Plain values are left as they are,
+    so `export CUDA_HOME=/usr/local/cuda-13.0` prints as written."""
+    out: list[str] = []
+    state = "none"  # none, single, double, comment
+    for literal, value in pieces:
+        state = _scan(literal, state, out[-1][-1:] if out else "")
+        out.append(literal)
+        if value is None:
+            continue
+        if state == "comment":
+            out.append(comment(value))
+        elif has_control(value):
+            out.append("unknown")  # the facts layer drops these; never let one reach a command line
+        elif value and _PLAIN.match(value):
+            out.append(value)
+        else:
+            q = shlex.quote(value)
+            out.append({"none": q, "single": f"'{q}'", "double": f'"{q}"'}[state])
+    return "".join(out)
+
+
+def _scan(text: str, state: str, before: str) -> str:
+    """The quoting state after `text`, starting in `state` (`before`: the character preceding `text`)."""
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if state == "comment":
+            if c == "\n":
+                state = "none"
+        elif state == "single":
+            if c == "'":
+                state = "none"
+        elif state == "double":
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                state = "none"
+        else:
+            prev = text[i - 1] if i else before
+            if c == "\\":
+                i += 1
+            elif c == "'":
+                state = "single"
+            elif c == '"':
+                state = "double"
+            elif c == "#" and (not prev or prev.isspace() or prev in ";&|()"):
+                state = "comment"
+        i += 1
+    return state
