@@ -9,12 +9,14 @@ report does not contain stay None, and rules that need them stay quiet.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from olmo_doctor import tables
 from olmo_doctor.errors import UsageError
 from olmo_doctor.facts import Facts, clean, merge
+from olmo_doctor.redact import redact
+
+__all__ = ["REPORT_MARK", "load_report", "parse_text", "redact"]
 from olmo_doctor.reports import capture, collect_env
 
 REPORT_MARK = "olmo_doctor_report"
@@ -90,11 +92,3 @@ def load_report(path: str | Path) -> Facts:
         raise UsageError(f"{p} is not a report olmo-doctor can read; {_HINT}")
     return clean(_finish(facts))
 
-
-def redact(text: str, home: str, user: str) -> str:
-    """Hide the user's name and home folder in a shared report."""
-    if home and home != "/":
-        text = text.replace(home, "~")
-    if user and len(user) > 2:
-        text = re.sub(rf"\b{re.escape(user)}\b", "<user>", text)
-    return text

@@ -2,15 +2,24 @@
 
 Layout: <user cache>/wheels/<package>/<digest>/<wheel file> plus key.json (the plan's cache_key: package,
 version with subset tag, subset, torch version, torch CUDA, nvcc, archs, Python ABI, C++11 ABI, platform and
-source). A new torch, another GPU arch or another Python gives another digest, so a stale wheel is never
-installed; the same request installs from here with one `pip install` of a local file.
+source) and wheel.json (the wheel's file name and the sha256 it had when we stored it). A new torch, another GPU
+arch or another Python gives another digest, so a stale wheel is never installed; the same request installs from
+here with one `pip install` of a local file.
+
+A cache folder is only a folder: anyone who can write it can drop a wheel in. So a wheel is installed as
+"cached" only when it is the exact file we recorded and its bytes still hash to what we recorded; anything else
+(no record, another file, a symlink, changed bytes) is refused with a reason and rebuilt. `install` copies the
+wheel into a private folder and checks that copy, so the bytes pip installs are the bytes that were checked.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -18,6 +27,9 @@ from typing import Any
 
 from olmo_doctor.build.plan import BuildPlan
 from olmo_doctor.resources import user_cache_dir
+
+RECORD = "wheel.json"
+_WHEEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.whl$")
 
 
 def cache_root() -> Path:
@@ -28,15 +40,56 @@ def entry_dir(plan: BuildPlan, root: Path | None = None) -> Path:
     return (root or cache_root()) / plan.package / plan.cache_digest
 
 
-def lookup(plan: BuildPlan, root: Path | None = None) -> Path | None:
-    """The cached wheel for this plan's key, if one was stored and its key still matches."""
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def find(plan: BuildPlan, root: Path | None = None) -> tuple[Path | None, str | None]:
+    """(the cached wheel, None) when one was stored for this key and is intact; (None, why it was refused) when
+    a cache entry exists but cannot be trusted; (None, None) when there is none."""
     d = entry_dir(plan, root)
     try:
         key = json.loads((d / "key.json").read_text())
     except (OSError, ValueError):
+        return None, None
+    if key != plan.cache_key:
+        return None, None
+    try:
+        record = json.loads((d / RECORD).read_text())
+        name, digest = record["file"], record["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, f"{d} has no record of the wheel it holds; refusing it"
+    if not isinstance(name, str) or not _WHEEL_NAME.match(name) or not isinstance(digest, str):
+        return None, f"{d / RECORD} is malformed; refusing the cached wheel"
+    wheel = d / name
+    try:
+        st = os.lstat(wheel)
+    except OSError:
+        return None, f"{wheel} is missing"
+    if not stat.S_ISREG(st.st_mode):
+        return None, f"{wheel} is not a regular file; refusing it"
+    if sha256_of(wheel) != digest:
+        return None, f"{wheel} does not match the sha256 recorded when it was built; refusing it"
+    return wheel, None
+
+
+def lookup(plan: BuildPlan, root: Path | None = None) -> Path | None:
+    """The cached wheel for this plan's key, if one was stored, its key still matches and its bytes are intact."""
+    return find(plan, root)[0]
+
+
+def recorded_sha256(wheel: Path) -> str | None:
+    """The sha256 stored beside a cached wheel, or None."""
+    try:
+        record = json.loads((wheel.parent / RECORD).read_text())
+    except (OSError, ValueError):
         return None
-    wheels = sorted(d.glob("*.whl"))
-    return wheels[0] if wheels and key == plan.cache_key else None
+    ok = isinstance(record, dict) and record.get("file") == wheel.name and isinstance(record.get("sha256"), str)
+    return record["sha256"] if ok else None
 
 
 def store(plan: BuildPlan, wheel: Path, extra: dict[str, Any] | None = None, root: Path | None = None) -> Path:
@@ -44,26 +97,34 @@ def store(plan: BuildPlan, wheel: Path, extra: dict[str, Any] | None = None, roo
     d = entry_dir(plan, root)
     d.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=".tmp-"))
-    shutil.copy2(wheel, tmp / wheel.name)
+    shutil.copyfile(wheel, tmp / wheel.name)
+    record = {"file": wheel.name, "sha256": sha256_of(tmp / wheel.name)}  # the bytes in the cache, as copied
+    (tmp / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True))
     (tmp / "key.json").write_text(json.dumps(plan.cache_key, indent=1, sort_keys=True))
     (tmp / "build.json").write_text(json.dumps(extra or {}, indent=1, sort_keys=True))
-    if d.exists():
-        shutil.rmtree(d)
+    if d.exists() or d.is_symlink():
+        if d.is_symlink() or not d.is_dir():
+            d.unlink()
+        else:
+            shutil.rmtree(d)
     os.replace(tmp, d)
     return d / wheel.name
 
 
-def install(wheel: Path, python: str) -> subprocess.CompletedProcess[str]:
-    """Install a local wheel into the target interpreter: no index, no deps, replacing any other build."""
-    argv = [
-        python,
-        "-m",
-        "pip",
-        "install",
-        "--no-index",
-        "--no-deps",
-        "--force-reinstall",
-        "--quiet",
-        str(wheel),
-    ]
-    return subprocess.run(argv, capture_output=True, text=True)
+def install(wheel: Path, python: str, sha256: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Install a local wheel into the target interpreter: no index, no deps, replacing any other build.
+
+    The wheel is copied to a private folder and the copy checked against `sha256` (default: the one recorded
+    beside a cached wheel; none recorded is a refusal), so the file cannot be swapped between check and install."""
+    expected = sha256 if sha256 is not None else recorded_sha256(wheel)
+    if expected is None:
+        return subprocess.CompletedProcess([], 1, "", f"{wheel} has no recorded sha256; refusing to install it")
+    with tempfile.TemporaryDirectory(prefix="olmo-doctor-wheel-") as private:
+        target = Path(private) / wheel.name
+        shutil.copyfile(wheel, target)
+        if sha256_of(target) != expected:
+            return subprocess.CompletedProcess([], 1, "", f"{wheel} does not match its recorded sha256 "
+                                               f"{expected}; refusing to install it")
+        argv = [python, "-m", "pip", "install", "--no-index", "--no-deps", "--force-reinstall", "--quiet",
+                str(target)]
+        return subprocess.run(argv, capture_output=True, text=True)

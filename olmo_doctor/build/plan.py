@@ -30,6 +30,7 @@ class BuildRequest:
     version: str | None = None
     source: str | None = None  # a local sdist file or a source tree; None = the recipe's sdist from PyPI
     source_id: str | None = None  # fingerprint of `source` (source.fingerprint), part of the cache key
+    source_sha256: str | None = None  # sha256 of a `source` archive: printed in the plan, checked before unpacking
     subset: str | None = None
     jobs: int | None = None
     archs: tuple[str, ...] = ()  # compute capabilities to target instead of the GPUs present ('9.0')
@@ -256,7 +257,8 @@ def plan_build(
         str(tree),
     ]
     source = (
-        {"kind": "path", "location": request.source}
+        {"kind": "path", "location": request.source,
+         **({"sha256": request.source_sha256} if request.source_sha256 else {})}
         if request.source
         else {
             "kind": "sdist",

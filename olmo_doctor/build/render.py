@@ -34,7 +34,7 @@ def print_plan(console: Console, plan: BuildPlan) -> None:
     )
     src = plan.source
     console.print(
-        f"  source      {src['location']}" + (f" (sha256 {src['sha256'][:12]}…)" if src.get("sha256") else ""),
+        f"  source      {src['location']}" + (f" (sha256 {src['sha256']})" if src.get("sha256") else ""),
         highlight=False,
     )
     console.print(

@@ -117,8 +117,9 @@ def _unpack(sdist: Path, dest: Path) -> None:
     shutil.rmtree(dest.parent / ".unpack")
 
 
-def prepare(recipe: Recipe, source: str | None, work_dir: Path, python: str) -> Path:
-    """A fresh private source tree at work_dir/src, checked for submodules; returns its path."""
+def prepare(recipe: Recipe, source: str | None, work_dir: Path, python: str, sha256: str | None = None) -> Path:
+    """A fresh private source tree at work_dir/src, checked for submodules; returns its path.
+    `sha256`: what a --source archive hashed to when the plan was made; a private copy must match before unpacking."""
     dest = work_dir / "src"
     if dest.exists():
         shutil.rmtree(dest)
@@ -128,7 +129,14 @@ def prepare(recipe: Recipe, source: str | None, work_dir: Path, python: str) -> 
     else:
         path = Path(source).expanduser()
         if path.is_file() and path.name.endswith((".tar.gz", ".tgz")):
-            _unpack(path, dest)
+            private = work_dir / "source.tar.gz"
+            shutil.copyfile(path, private)
+            if sha256 is not None and sha256_of(private) != sha256:
+                private.unlink()
+                raise UsageError(f"--source {source} changed since the plan hashed it (sha256 {sha256}); "
+                                 "refusing to build it")
+            _unpack(private, dest)
+            private.unlink()
         elif path.is_dir():
             check_tree(path, recipe)
             shutil.copytree(path, dest, symlinks=True, ignore=shutil.ignore_patterns(".git", "build", "dist"))

@@ -124,11 +124,13 @@ def _plans(
                     shutil.copy2(src, cached.with_suffix(".part"))
                     os.replace(cached.with_suffix(".part"), cached)
                 src = None
+        source_id = fingerprint(Path(src).expanduser()) if src else None
         request = plan.BuildRequest(
             package=recipe.package,
             version=version,
             source=src,
-            source_id=fingerprint(Path(src).expanduser()) if src else None,
+            source_id=source_id,
+            source_sha256=source_id if src and Path(src).expanduser().is_file() else None,  # an archive's sha256
             subset=subset if subset in recipe.subsets else None,
             jobs=jobs,
             archs=archs,
@@ -196,7 +198,10 @@ def _build_one(
 
     python = p.argv[0]
     outcome: dict[str, Any] = {"package": p.package, "version": p.version, "cache_digest": p.cache_digest}
-    cached = None if rebuild else cache.lookup(p)
+    cached, refused = (None, None) if rebuild else cache.find(p)
+    if refused:  # a wheel we did not record, or whose bytes changed: never installed as "cached"
+        console.print(f"! cached wheel refused: {refused}; rebuilding", highlight=False, markup=False)
+        outcome["cache_refused"] = refused
     pending = None
     if cached is not None:
         start = time.monotonic()
@@ -214,7 +219,8 @@ def _build_one(
         phase_start = time.monotonic()
         work = Path(p.work_dir)
         tree = src_mod.prepare(
-            recipe, p.source.get("location") if p.source["kind"] == "path" else None, work, python
+            recipe, p.source.get("location") if p.source["kind"] == "path" else None, work, python,
+            sha256=p.source.get("sha256") if p.source["kind"] == "path" else None,
         )
         if p.subset:
             units = apply_subset(tree, recipe.subsets[p.subset], split=p.split_branches)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -33,7 +34,10 @@ def register(app: typer.Typer) -> None:
             user = getpass.getuser()
         except (KeyError, OSError):
             user = ""
-        text = redact(json.dumps(data, indent=2, default=str), str(Path.home()), user) + "\n"
+        home = str(Path.home())
+        homes = list(dict.fromkeys([home, os.path.realpath(home)]))  # /home/x and where it really lives
+        # redacted as decoded strings, then serialised: the JSON escapes of non-ASCII names never hide one
+        text = json.dumps(redact(json.loads(json.dumps(data, default=str)), homes, user), indent=2) + "\n"
         if output is None:
             typer.echo(text, nl=False)
             return

@@ -1,0 +1,62 @@
+"""Hide the user's home folder and name in a report before it is serialised.
+
+Redaction works on the decoded strings of the report (never on JSON text, where `é` is already `\\u00e9`), for
+any name length and alphabet. A name counts where it stands as a token: letters and digits on either side make
+it part of another word (`al` in `alpha` stays), anything else, `_`, `-`, `.`, `/`, `@`, a space, ends it
+(`al_env`, `al@host`, `/scratch/al/`). Names of one or two characters are common as plain words (`a`, `to`), so
+they are redacted only inside path- or identifier-like words (holding `/`, `\\`, `@` or `_`); longer names
+everywhere.
+
+    redact(value, home, user)   the same JSON-like value (dict, list, str, ...) with home -> ~ and name -> <user>
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+USER = "<user>"
+SHORT = 2  # names this long or shorter are only redacted inside path-like words
+# Not identifying, and a common word in paths and keys (toolkit_root): only its home folder is redacted.
+_GENERIC = frozenset({"root"})
+_PATHLIKE = re.compile(r"[/\\@_]")
+
+
+def _token(name: str) -> re.Pattern[str]:
+    # [^\W_] is a letter or digit in any alphabet: `_` and punctuation end a token, letters do not
+    return re.compile(rf"(?<![^\W_]){re.escape(name)}(?![^\W_])")
+
+
+def _home(home: str) -> re.Pattern[str] | None:
+    home = home.rstrip("/")
+    if not home:
+        return None
+    return re.compile(rf"{re.escape(home)}(?![\w.\-])")  # /home/al, not /home/alice or /home/al_old
+
+
+def redact_text(text: str, homes: list[re.Pattern[str]], name: re.Pattern[str] | None, short: bool) -> str:
+    for home in homes:
+        text = home.sub("~", text)
+    if name is None:
+        return text
+    if not short:
+        return name.sub(USER, text)
+    return re.sub(r"\S+", lambda m: name.sub(USER, m[0]) if _PATHLIKE.search(m[0]) else m[0], text)
+
+
+def redact(value: Any, home: str | list[str], user: str) -> Any:
+    """`value` with every string redacted (dict keys are our own fact names and stay as they are)."""
+    homes = [p for h in ([home] if isinstance(home, str) else home) if h and h != "/" if (p := _home(h))]
+    name = _token(user) if user and user not in _GENERIC else None
+    short = len(user) <= SHORT
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            return redact_text(v, homes, name, short)
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)
