@@ -188,8 +188,8 @@ def clean(facts: Mapping[str, FactValue]) -> Facts:
     would end a `# reason` comment or a printed command line. Wherever the value came from (a probe, the
     environment, a replayed report), it is refused here, once, and its key listed under `facts.refused`."""
     out: Facts = {}
-    refused: list[str] = [str(k) for k in facts.get("facts.refused") or [] if isinstance(k, str)
-                          and not has_control(k)]  # type: ignore[union-attr]
+    previous = facts.get("facts.refused")
+    refused = [k for k in previous if not has_control(k)] if isinstance(previous, list) else []
     for key, value in facts.items():
         if key == "facts.refused":
             continue

@@ -37,8 +37,9 @@ def print_result(result: CheckResult, verbose: bool = False, console: Console | 
             except UnsafeValue:
                 continue  # the facts layer drops such values; never print one as a command
             console.print(f"  [cyan]{escape(line)}[/]", overflow="fold")
-    if result.facts.get("facts.refused"):
-        refused = ", ".join(map(str, result.facts["facts.refused"]))  # type: ignore[call-overload]
+    dropped = result.facts.get("facts.refused")
+    if isinstance(dropped, list) and dropped:
+        refused = ", ".join(dropped)
         console.print(f"\n[dim]{escape(comment('unknown: values with control characters were refused: ' + refused))}"
                       "[/]", overflow="fold")
     errors = len(result.errors)
