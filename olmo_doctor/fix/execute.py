@@ -252,6 +252,11 @@ def _reconcile(entry: Entry, py: str, echo: Echo | None) -> list[str]:
     before: dict[str, Any] = entry.data["dists_before"]
     current = _snapshot(py)
     touched = [n for n in sorted(set(before) | set(current)) if before.get(n) != current.get(n)]
+    after = entry.data.get("dists_after")
+    if after is not None:  # a finished run: only what it changed (never everything a bad `before` leaves out)
+        touched = [n for n in touched if before.get(n) != after.get(n)]
+    if "pip" in touched:
+        raise JournalError(f"journal entry {entry.id} would change pip itself; refusing (undo needs it)")
     undo_log: list[dict[str, Any]] = entry.data.setdefault("restore_steps", [])
     added = [n for n in touched if n not in before]
     problems: list[str] = []
