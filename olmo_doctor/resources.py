@@ -32,9 +32,11 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:  # os.write names no file: say which one failed
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
         raise
 
 

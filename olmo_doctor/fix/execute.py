@@ -137,7 +137,10 @@ def _roll_back(entry: Entry, project: Path, py: str | None, echo: Echo | None, e
     except Exception as again:
         entry.data["status"] = "rollback_incomplete"
         entry.data["rollback_problems"] = [f"rollback stopped: {again}"]
-        _save(entry)
+        try:
+            _save(entry)
+        except OSError:
+            pass  # the manifest on disk still says in_progress, so `fix --undo` finishes the job later
 
 
 def _save(entry: Entry) -> None:
@@ -229,7 +232,13 @@ def _restore(entry: Entry, project: Path, py: str | None, echo: Echo | None, pha
             if current == record["sha256_before"]:
                 continue  # never changed (a write that failed), or already put back: nothing to write
             data = entry.read_backup(record["backup"], record["sha256_before"])
-            atomic_write(path, data, mode=record.get("mode"))
+            try:
+                atomic_write(path, data, mode=record.get("mode"))
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                # a full disk: link the backup's blocks into place, which needs no new ones
+                _link_back(entry.folder / record["backup"], path, record.get("mode"))
             if sha256_file(path) != record["sha256_before"]:
                 problems.append(f"{record['path']} could not be restored")
         elif os.path.lexists(path):
@@ -245,6 +254,18 @@ def _restore(entry: Entry, project: Path, py: str | None, echo: Echo | None, pha
     entry.data["status"] = f"{phase}_incomplete" if problems else ok_status
     entry.data[f"{phase}_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     _save(entry)
+
+
+def _link_back(backup: Path, path: Path, mode: int | None) -> None:
+    """Put a backup in place by hard link and rename: needs no free blocks. Later rewrites of the file replace it
+    (atomic_write renames), so the journal's copy is not changed through the link."""
+    tmp = path.with_name(f".{path.name}.restore")
+    if os.path.lexists(tmp):
+        tmp.unlink()
+    os.link(backup, tmp)
+    if mode is not None:
+        os.chmod(tmp, mode)
+    os.replace(tmp, path)
 
 
 def _reconcile(entry: Entry, py: str, echo: Echo | None) -> list[str]:
