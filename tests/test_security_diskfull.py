@@ -36,7 +36,7 @@ def full_disk(monkeypatch: pytest.MonkeyPatch, hit: Callable[[str], bool]) -> li
     real = os.write
     failed: list[str] = []
 
-    def write(fd: int, data: bytes | memoryview) -> int:  # type: ignore[override]
+    def write(fd: int, data: bytes | memoryview) -> int:
         try:
             name = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
