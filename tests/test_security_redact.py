@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from olmo_doctor.api import CheckResult
 from olmo_doctor.cli import app
 from olmo_doctor.envplan import EnvVar
+from olmo_doctor.facts import Facts
 from olmo_doctor.redact import redact
 
 NAMES = ["a", "al", "bob", "josé", "łukasz", "李雷", "o'neil", "dr.who", "a-b", "user+1", "Ω"]
@@ -64,7 +65,7 @@ def test_report_command_redacts_before_serialising(monkeypatch: pytest.MonkeyPat
     user = "jöe"
     home = tmp_path / user
     home.mkdir()
-    facts = {"python.executable": f"{home}/venv/bin/python", "cuda.home": f"/scratch/{user}/cuda",
+    facts: Facts = {"python.executable": f"{home}/venv/bin/python", "cuda.home": f"/scratch/{user}/cuda",
              "os.conda_env": f"/opt/conda/envs/{user}_x", "gpu.count": 0}
     result = CheckResult(facts, [], {"CUDA_HOME": EnvVar(f"/scratch/{user}/cuda", f"for {user}")})
     monkeypatch.setattr("olmo_doctor.api.run_check", lambda **kw: result)
