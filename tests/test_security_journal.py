@@ -263,3 +263,21 @@ def test_refusal_is_one_line_through_the_entry_point(world: tuple[Path, Path, Pa
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert_untouched(outside, marker)
+
+
+def test_a_symlinked_env_file_is_neither_read_nor_written(world: tuple[Path, Path, Path],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from olmo_doctor.api import CheckResult
+    from olmo_doctor.envplan import EnvVar
+
+    project, outside, marker = world
+    (project / ".olmo-doctor").mkdir()
+    (project / ".olmo-doctor" / "env.sh").symlink_to(outside)
+    result = CheckResult({}, [], {"MAX_JOBS": EnvVar("4", "test")})
+    monkeypatch.setattr("olmo_doctor.api.run_check", lambda **kw: result)
+    for args in (["fix"], ["fix", "--apply"]):
+        res = CliRunner().invoke(app, [*args, "--project", str(project)])
+        assert isinstance(res.exception, UsageError) and "symlink" in str(res.exception), (args, res.output)
+        assert "precious" not in res.output  # its content is not shown in a diff either
+    assert_untouched(outside, marker)
+    assert (project / ".olmo-doctor" / "env.sh").is_symlink()

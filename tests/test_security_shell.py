@@ -250,3 +250,16 @@ def test_rule_check_targets_resolve_only_in_the_registry(tmp_path: Path, monkeyp
         assert not marker.exists(), target
     fired, ctx, _ = fires(good, {"cpu.count": 64, "mem.available_gb": 8.0})  # the registered one still works
     assert fired and ctx["planned_jobs"] == 66
+
+
+def test_rewriting_env_sh_never_turns_text_into_a_command(tmp_path: Path) -> None:
+    """A line the shell reads as one comment (U+2028, CR, NEL inside it) stays one line after fix rewrites it."""
+    marker = tmp_path / "marker"
+    for sep in ("\u2028", "\r", "\x85", "\u2029", "\x0b", "\x0c", "\x1c"):
+        user = f"# note{sep}echo pwned > {marker}\n"
+        block = f"{envfile.BEGIN}\n# why{sep}echo pwned > {marker}\nexport A=1\n{envfile.END}\n"
+        for existing in (user, user + block):
+            text = envfile.updated(existing, [envfile.entry(EnvSet("MAX_JOBS", "4"), "r")])
+            (tmp_path / "env.sh").write_text(text)
+            bash("source ./env.sh", tmp_path)
+            assert not marker.exists(), (repr(sep), text)

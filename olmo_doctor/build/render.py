@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from olmo_doctor.build.plan import BuildPlan
 from olmo_doctor.findings import Finding
+from olmo_doctor.shell import has_control, quote
 
 _MARK = {"error": "[red]✗[/red]", "warning": "[yellow]![/yellow]", "info": "[blue]i[/blue]"}
 
@@ -53,7 +54,8 @@ def print_plan(console: Console, plan: BuildPlan) -> None:
         soft_wrap=True,
     )
     console.print(f"  cache key   {plan.cache_digest}", highlight=False)
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in plan.env.items())
+    env = " ".join(f"{k}={quote(v) if not has_control(v) else '<refused: control characters>'}"
+                   for k, v in plan.env.items())
     console.print("  command", highlight=False)
     console.print(f"    {env} \\\n      {shlex.join(plan.argv)}", highlight=False, markup=False, soft_wrap=True)
     if plan.blockers:

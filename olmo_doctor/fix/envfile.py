@@ -97,7 +97,11 @@ def _statement_key(line: str) -> str | None:
 
 
 def parse(text: str) -> EnvFile:
-    lines = text.splitlines()
+    # Lines as the shell sees them: only \n ends one. str.splitlines would also split at \r, \x85 or U+2028,
+    # and a rewrite joining with \n would turn text a shell reads as one comment into a command of its own.
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
     if BEGIN not in lines or END not in lines[lines.index(BEGIN):]:
         while lines and not lines[-1].strip():
             lines.pop()
