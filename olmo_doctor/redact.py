@@ -4,8 +4,8 @@ Redaction works on the decoded strings of the report (never on JSON text, where 
 any name length and alphabet. A name counts where it stands as a token: letters and digits on either side make
 it part of another word (`al` in `alpha` stays), anything else, `_`, `-`, `.`, `/`, `@`, a space, ends it
 (`al_env`, `al@host`, `/scratch/al/`). Names of one or two characters are common as plain words (`a`, `to`), so
-they are redacted only inside path- or identifier-like words (holding `/`, `\\`, `@` or `_`); longer names
-everywhere.
+they are redacted only inside path- or identifier-like words (holding `/`, `\\`, `@`, `_`, `=`, `:` or `~`), as a
+whole value, or as a whole quoted string in JSON text; longer names everywhere.
 
     redact(value, home, user)   the same JSON-like value (dict, list, str, ...) with home -> ~ and name -> <user>
 """
@@ -19,7 +19,7 @@ USER = "<user>"
 SHORT = 2  # names this long or shorter are only redacted inside path-like words
 # Not identifying, and a common word in paths and keys (toolkit_root): only its home folder is redacted.
 _GENERIC = frozenset({"root"})
-_PATHLIKE = re.compile(r"[/\\@_]")
+_PATHLIKE = re.compile(r"[/\\@_=:~]")
 
 
 def _token(name: str) -> re.Pattern[str]:
@@ -41,6 +41,10 @@ def redact_text(text: str, homes: list[re.Pattern[str]], name: re.Pattern[str] |
         return text
     if not short:
         return name.sub(USER, text)
+    if name.fullmatch(text.strip()):  # the whole value is the name (a user field)
+        return text.replace(text.strip(), USER)
+    # "al" as a whole quoted string (a value inside JSON text), then path-like words
+    text = re.sub(rf"([\"']){name.pattern}\1", rf"\1{USER}\1", text)
     return re.sub(r"\S+", lambda m: name.sub(USER, m[0]) if _PATHLIKE.search(m[0]) else m[0], text)
 
 

@@ -133,3 +133,15 @@ def test_no_room_for_the_journal_changes_nothing(tmp_path: Path, monkeypatch: py
     assert snapshot(project) == before
     assert Journal(project).ids() == []  # no half entry that would block the next run
     assert execute.apply_plan(plan_for(project), project, ["test"]).status == "applied"
+
+
+def test_an_unusable_journal_key_refuses_before_anything_is_written(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "p"
+    (project / ".olmo-doctor").mkdir(parents=True)
+    blocker = tmp_path / "state-is-a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocker))  # the key's folder cannot be created
+    with pytest.raises(UsageError, match="journal key"):
+        execute.apply_plan(plan_for(project), project, ["test"])
+    assert not (project / ENV_FILE).exists() and Journal(project).ids() == []

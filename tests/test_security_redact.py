@@ -76,3 +76,15 @@ def test_report_command_redacts_before_serialising(monkeypatch: pytest.MonkeyPat
     decoded = json.dumps(json.loads(res.stdout), ensure_ascii=False)
     assert user not in decoded and str(home) not in decoded and "j\\u00f6e" not in res.stdout
     assert "~/venv/bin/python" in decoded and "/scratch/<user>/cuda" in decoded
+
+
+@pytest.mark.parametrize("user", ["a", "al", "Ω", "李"])
+def test_short_names_as_whole_values_and_in_json_text(user: str) -> None:
+    home = f"/home/{user}"
+    assert redact({"who": user, "env": f"USER={user}", "owner": f"{user}:{user}"}, home, user) == {
+        "who": "<user>", "env": "USER=<user>", "owner": "<user>:<user>"}
+    text = json.dumps({"who": user, "exe": f"{home}/bin/python", "cc": f"/opt/{user}_gcc/bin/gcc"},
+                      ensure_ascii=False)
+    out = redact(text, home, user)
+    assert not leaks(out, user, home), out
+    assert json.loads(out) == {"who": "<user>", "exe": "~/bin/python", "cc": "/opt/<user>_gcc/bin/gcc"}

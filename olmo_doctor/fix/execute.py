@@ -21,7 +21,7 @@ from typing import Any
 
 from olmo_doctor import __version__
 from olmo_doctor.errors import UsageError
-from olmo_doctor.fix import pyenv, safety, wheelpack
+from olmo_doctor.fix import journal_key, pyenv, safety, wheelpack
 from olmo_doctor.fix.journal import Entry, Journal, JournalError, check_writable, sha256_file
 from olmo_doctor.fix.plan import FixPlan, PlanItem
 from olmo_doctor.resources import atomic_write
@@ -74,6 +74,7 @@ def preflight(plan: FixPlan, project: Path, journal: Journal) -> None:
         raise UsageError("--from-report plans a dry run for another machine; run `olmo-doctor fix --apply` there")
     refuse_held_back(plan)
     check_writable(project)
+    journal_key.sign(b"")  # the key the journal is signed with must be usable before anything is written
     for entry_id in journal.ids():
         entry = journal.load(entry_id, verify=False)  # manifests only: hashing every saved torch wheel is slow
         if entry.status == "in_progress":

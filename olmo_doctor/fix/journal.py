@@ -216,6 +216,9 @@ class Journal:
             shutil.rmtree(folder, ignore_errors=True)
             raise UsageError(f"cannot write the fix journal in {self.root} ({e.strerror or e}); nothing was "
                              "changed. Free some space and run it again") from None
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         return entry
 
     @contextmanager
