@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import re
 import shlex
-import unicodedata
 from collections.abc import Iterable
 
 SHELLS = ("bash", "fish", "dotenv")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A word every shell reads literally: the characters shlex.quote leaves bare, minus `%` (fish job expansion).
 _PLAIN = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
-# Characters that end or rewrite a line: C0/C1 controls (NUL, CR, LF, ESC, U+0085, DEL), Unicode line and
-# paragraph separators, and the bidirectional overrides that make a terminal show text other than what runs.
+# Characters that end or rewrite a line: C0/C1 controls (NUL, CR, LF, ESC, U+0085, DEL), the Unicode line and
+# paragraph separators (the only characters of categories Zl and Zp), and the bidirectional overrides and marks
+# that make a terminal or editor show text other than what runs.
 _BIDI = "\u200e\u200f\u202a-\u202e\u2066-\u2069"
 CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_BIDI}\ufeff]")
 
@@ -35,7 +35,7 @@ class UnsafeValue(ValueError):
 
 
 def has_control(text: str) -> bool:
-    return CONTROL.search(text) is not None or any(unicodedata.category(c) in ("Zl", "Zp") for c in text)
+    return CONTROL.search(text) is not None
 
 
 def quote(value: str, shell: str = "bash") -> str:
@@ -53,8 +53,7 @@ def quote(value: str, shell: str = "bash") -> str:
 
 def comment(text: str) -> str:
     """One line of comment text: control characters and line separators become spaces, runs of space collapse."""
-    return " ".join(CONTROL.sub(" ", "".join(" " if unicodedata.category(c) in ("Zl", "Zp") else c
-                                             for c in text)).split())
+    return " ".join(CONTROL.sub(" ", text).split())
 
 
 def assign(name: str, value: str, shell: str = "bash") -> str:
