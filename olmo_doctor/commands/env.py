@@ -42,6 +42,10 @@ def register(app: typer.Typer) -> None:
         from olmo_doctor.api import run_check
 
         result = run_check(scope="install", from_report=from_report)
+        refused = result.facts.get("facts.refused")
+        if isinstance(refused, list) and refused:  # on stderr: stdout is for eval
+            typer.echo(f"olmo-doctor: treated as unknown (values with control characters): {', '.join(refused)}",
+                       err=True)
         text = format_env(result.env, fmt)
         if text:
             typer.echo(text)
