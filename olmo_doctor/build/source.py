@@ -129,7 +129,7 @@ def prepare(recipe: Recipe, source: str | None, work_dir: Path, python: str, sha
     else:
         path = Path(source).expanduser()
         if path.is_file() and path.name.endswith((".tar.gz", ".tgz")):
-            private = work_dir / "source.tar.gz"
+            private = work_dir / path.name  # a private copy: the file checked is the file unpacked
             shutil.copyfile(path, private)
             if sha256 is not None and sha256_of(private) != sha256:
                 private.unlink()
