@@ -117,6 +117,7 @@ FACT_KEYS: dict[str, str] = {
     "plan.device": "device the planned training run uses: 'cuda', 'cpu', or null when unknown",
     "plan.data_workers": "DataLoader workers the planned run uses",
     "probe.error": "a probe that failed unexpectedly (a bug report is welcome)",
+    "facts.partial": "true when the facts were read from a report: a key it did not state is unknown, not absent",
     # check --nccl: a real all-reduce over the visible GPUs
     "nccl.ran": "whether the all-reduce probe ran (it needs 2+ GPUs)",
     "nccl.skipped": "why it did not run",
@@ -149,6 +150,12 @@ def gpu_indices(facts: Mapping[str, FactValue]) -> range:
     """Indices of the GPUs present in `facts` (empty when gpu.count is 0 or unknown)."""
     count = facts.get("gpu.count")
     return range(count) if isinstance(count, int) and count > 0 else range(0)
+
+
+def is_unknown(facts: Mapping[str, FactValue], key: str) -> bool:
+    """Not known, as opposed to known to be absent (None). Probes state every key they look at, so only facts
+    read from a report (`facts.partial`) can leave a key unknown: the report simply did not say."""
+    return facts.get("facts.partial") is True and key not in facts
 
 
 def merge(*parts: Mapping[str, FactValue]) -> Facts:

@@ -3,7 +3,8 @@
 
 Files captured together in one folder are combined (collect_env first, the raw tool outputs override it), so
 `--from-report capture/collect_env.txt` also learns the RAM and ulimits that collect_env does not print. Facts a
-report does not contain stay None, and rules that need them stay quiet.
+report does not state are left out and the result is marked `facts.partial`, so they read as unknown (`?`), not as
+absent, and rules that need them stay quiet. A value no machine could have is refused (reports/sanity.py).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 
 from olmo_doctor import tables
 from olmo_doctor.errors import UsageError
-from olmo_doctor.facts import Facts, merge
-from olmo_doctor.reports import capture, collect_env
+from olmo_doctor.facts import Facts, FactValue, merge
+from olmo_doctor.reports import capture, collect_env, paste, sanity
 
 REPORT_MARK = "olmo_doctor_report"
 SIBLINGS = ("collect_env.txt", "env.txt", "torch.txt")
@@ -35,17 +36,43 @@ def _read_text(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def _json_facts(data: object) -> Facts:
+    """Facts of a saved report; keys it lists as unknown are left out so they stay unknown here too."""
+    if not isinstance(data, dict) or not isinstance(data.get("facts"), dict):
+        return {}
+    listed = data.get("unknown")
+    unknown = set(listed) if isinstance(listed, list) and all(isinstance(k, str) for k in listed) else set()
+    facts: Facts = {}
+    for key, value in data["facts"].items():
+        if not isinstance(key, str) or key in unknown:
+            continue
+        if not _is_fact_value(value):
+            raise UsageError(f"{key} in the report is a {type(value).__name__}, not a fact value; "
+                             "give the file `olmo-doctor report -o FILE` wrote")
+        facts[key] = value
+    return facts
+
+
+def _is_fact_value(value: object) -> bool:
+    if isinstance(value, list):
+        return all(isinstance(v, str) for v in value)
+    return value is None or isinstance(value, str | int | float | bool)
+
+
 def parse_text(text: str) -> Facts:
-    """Facts from any supported text format (format detected from its content)."""
-    stripped = text.lstrip()
+    """Facts from any supported text format (format detected from its content), however it was pasted."""
+    stripped = text.lstrip().lstrip("\ufeff")
     if stripped.startswith("{"):
         try:
-            data = json.loads(stripped)
+            return _json_facts(json.loads(stripped))
         except ValueError:
-            data = None
-        if isinstance(data, dict) and isinstance(data.get("facts"), dict):
-            return dict(data["facts"])
-        return {}
+            pass
+    text = paste.unwrap_text(text)
+    if text.lstrip().startswith("{"):
+        try:
+            return _json_facts(json.loads(text))
+        except ValueError:
+            return {}
     if capture.looks_like(text):
         return capture.parse(text)
     if collect_env.looks_like(text):
@@ -56,19 +83,26 @@ def parse_text(text: str) -> Facts:
 def _finish(facts: Facts) -> Facts:
     """Derive what a report implies but does not print (compute capability from GPU names, ...)."""
     count = facts.get("gpu.count")
-    for i in range(count if isinstance(count, int) else 0):
+    for i in range(count if isinstance(count, int) and 0 < count <= 256 else 0):
         if not facts.get(f"gpu.{i}.compute_capability"):
-            facts[f"gpu.{i}.compute_capability"] = tables.gpu_name_to_cc(facts.get(f"gpu.{i}.name"))
+            _set_known(facts, f"gpu.{i}.compute_capability", tables.gpu_name_to_cc(facts.get(f"gpu.{i}.name")))
     drv = tables.parse_version(facts.get("driver.version"))
     if drv is not None and not facts.get("driver.cuda_version"):
         # the newest CUDA whose GA driver floor this driver meets is what nvidia-smi would print
         ok = [c for c, floor in tables.DRIVER_FLOOR_LINUX.items() if drv >= tables.parse_version(floor)]  # type: ignore[operator]
-        facts["driver.cuda_version"] = max(ok, key=lambda c: tables.major_minor(c) or (0, 0)) if ok else None
+        _set_known(facts, "driver.cuda_version", max(ok, key=lambda c: tables.major_minor(c) or (0, 0)) if ok else None)
     nvcc = facts.get("nvcc.version")
     if nvcc and not facts.get("nvcc.max_gcc"):
-        facts["nvcc.max_gcc"] = tables.nvcc_max_gcc(nvcc)
+        _set_known(facts, "nvcc.max_gcc", tables.nvcc_max_gcc(nvcc))
     facts.setdefault("gpu.source", "report")
+    facts["facts.partial"] = True
     return facts
+
+
+def _set_known(facts: Facts, key: str, value: FactValue) -> None:
+    # a derivation that finds nothing leaves the fact unknown rather than stating it absent
+    if value is not None:
+        facts[key] = value
 
 
 def load_report(path: str | Path) -> Facts:
@@ -84,9 +118,13 @@ def load_report(path: str | Path) -> Facts:
             files = [p.parent / n for n in SIBLINGS if (p.parent / n).is_file()]
     else:
         raise UsageError(f"report {p} does not exist; {_HINT}")
-    parts = [parse_text(_read_text(f)) for f in files]
-    facts = merge(*parts)
-    if sum(v is not None for v in facts.values()) < 3:
+    texts = [(f, _read_text(f)) for f in files]
+    try:
+        facts = merge(*[parse_text(text) for _, text in texts])
+        sanity.check(facts)
+    except UsageError as e:  # name the file: the message itself names the value
+        raise UsageError(f"report {p}: {e}") from None
+    if sum(v is not None for k, v in facts.items() if k != "gpu.source") < 2:
         raise UsageError(f"{p} is not a report olmo-doctor can read; {_HINT}")
     return _finish(facts)
 

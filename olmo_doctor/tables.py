@@ -8,24 +8,50 @@ and these tables are the fallback.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
+
+_VERSION_TOKEN = re.compile(r"(\d+(?:\.\d+)*)([^\s,;()\[\]{}\"'<>/]*)")
 
 
 def parse_version(text: object) -> Version | None:
-    """Lenient version parse: '13.0.88', '580.159.04', '2.11.0+cu130', 'V12.4.131' -> Version; else None."""
-    if text is None:
+    """Lenient PEP 440 parse of the first version in a text, keeping what orders it: '13.0.88', 'V12.4.131',
+    '580.159.04', '2.11.0+cu130', '2.6.0.dev20241112' (< 2.6.0), '2.11.0a0+git1234', '1.0.post1', '2.6.0-rc1'.
+    A tail packaging cannot read ('1.13.2.git.kitware.jobserver-pipe-1') is cut back to the longest part it can;
+    None when there is no number at all. Never raises."""
+    if isinstance(text, Version):
+        return text
+    if text is None or isinstance(text, bool):
         return None
-    m = re.search(r"\d+(?:\.\d+)*(?:[a-z]+\d*)?(?:\+[\w.]+)?", str(text))
+    return _parse_version(str(text))
+
+
+@lru_cache(maxsize=4096)
+def _parse_version(text: str) -> Version | None:
+    m = _VERSION_TOKEN.search(text)
     if not m:
         return None
-    try:
-        return Version(m.group(0))
-    except InvalidVersion:
+    release, tail = m.group(1), m.group(2)
+    for cut in range(len(tail), -1, -1):
         try:
-            return Version(re.match(r"\d+(?:\.\d+)*", m.group(0)).group(0))  # type: ignore[union-attr]
-        except (InvalidVersion, AttributeError):
-            return None
+            return Version(release + tail[:cut])
+        except InvalidVersion:
+            continue
+    return None  # unreachable: a dotted run of digits always parses
+
+
+def version_satisfies(version: object, spec: str) -> bool | None:
+    """Does an installed version meet a requirement like '>=2.6,<3'? Pre-releases and nightlies are judged by
+    their place in PEP 440 order (2.6.0.dev… does not meet >=2.6.0; 2.7.0.dev… does). None when unreadable."""
+    v = parse_version(version)
+    if v is None:
+        return None
+    try:
+        return SpecifierSet(spec).contains(v, prereleases=True)
+    except InvalidSpecifier:
+        return None
 
 
 def major_minor(text: object) -> tuple[int, int] | None:

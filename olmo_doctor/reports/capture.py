@@ -44,7 +44,7 @@ def _df_size(lines: list[str], column: int) -> float | None:
 def parse(text: str) -> Facts:
     s = sections(text)
     f: Facts = {}
-    if (lines := s.get("nproc")) and lines[0].strip().isdigit():
+    if (lines := s.get("nproc")) and re.fullmatch(r"-?\d+", lines[0].strip()):
         f["cpu.count"] = int(lines[0].strip())
     mem = {k: int(v) for k, v in re.findall(r"^(\w+):\s+(\d+) kB", "\n".join(s.get("meminfo", [])), re.M)}
     if "MemTotal" in mem:
@@ -74,12 +74,16 @@ def parse(text: str) -> Facts:
     if glibcxx:
         f["libstdcxx.glibcxx_max"] = max(glibcxx, key=lambda v: tuple(map(int, v.split("."))))
     ninja = s.get("ninja", [])
+    if "ninja" in s:  # the section was taken: no output means no ninja on PATH
+        f["ninja.path"] = f["ninja.version"] = None
     if len(ninja) >= 2 and (m := re.match(r"(\d+(?:\.\d+)*)", ninja[1].strip())):
         f["ninja.path"], f["ninja.version"] = ninja[0].strip(), m.group(1)
     if m := re.search(r"Python (\d+\.\d+\.\d+)", "\n".join(s.get("python", []))):
         f["python.version"] = m.group(1)
-    _pip(s.get("pip", []), f)
-    _env(s.get("env", []), f)
+    if "pip" in s:
+        _pip(s["pip"], f)
+    if "env" in s:
+        _env(s["env"], f)
     if (shm := _df_size(s.get("shm", []), 1)) is not None:
         f["shm.size_gb"] = shm
     if (disk := _df_size(s.get("disk", []), 3)) is not None:
@@ -119,6 +123,9 @@ def _gpu(s: dict[str, list[str]], f: Facts) -> None:
 
 
 def _pip(lines: list[str], f: Facts) -> None:
+    # `pip list` names every installed distribution, so one it does not list is absent, not unknown
+    for name in ("setuptools", "wheel", "packaging", "flash_attn", "xformers"):
+        f[f"{name}.version"] = None
     for line in lines:
         if m := re.match(r"pip (\S+) from", line):
             f["pip.version"] = m.group(1)
@@ -132,6 +139,10 @@ def _pip(lines: list[str], f: Facts) -> None:
 
 
 def _env(lines: list[str], f: Facts) -> None:
+    # the whole environment was captured, so a variable it does not list is unset
+    f.update({key: None for key in FACT_KEYS if key.startswith("env.")})
+    f.setdefault("gcc.cc_env", None)
+    f.setdefault("gcc.cxx_env", None)
     for line in lines:
         name, sep, value = line.partition("=")
         if not sep:
