@@ -186,7 +186,7 @@ def _gpus(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:
     names: list[str] = []
     for entry in [first, *rest]:
         entry = re.sub(r"\s*\(UUID:[^)]*\)", "", entry).strip()
-        if m := re.match(r"GPU\s*\d+\s*:\s*(.+)$", entry):
+        if m := re.match(r"GPU\s*\d+\s*(?::\s*|\s+)(.+)$", entry):
             names.append(m.group(1).strip())
         elif not names and _known(entry) and not re.match(r"MIG\b", entry):
             # one device name (macOS, ROCm, or the issue template's "2x RTX 3090" / "A100 x 8")
@@ -212,7 +212,7 @@ def _cudnn(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:
     first, rest = found["cudnn"]
     window = "\n".join([first, *rest])
     m = (re.search(r"libcudnn\.so\.(\d+\.\d+\.\d+)", window) or re.search(r"libcudnn\.(\d+\.\d+\.\d+)\.dylib", window)
-         or re.search(r"cudnn64_(\d+)\.dll", window) or re.match(r"\s*v?(\d+(?:\.\d+){0,2})\s*$", first))
+         or re.search(r"cudnn\w*64_(\d+)\.dll", window) or re.match(r"\s*v?(\d+(?:\.\d+){0,2})\s*$", first))
     if m:
         f["cudnn.version"] = m.group(1)
 
