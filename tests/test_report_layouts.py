@@ -158,7 +158,8 @@ def test_wrapping_does_not_change_what_is_read(tmp_path: Path) -> None:
              "paste-indented-4.txt": "torch2.0-v100-lscpu.txt", "paste-tabs-crlf.txt": "torch1.9-wsl2.txt",
              "paste-html-escaped.txt": "torch1.13-cudnn-list.txt",
              "paste-details-fenced.txt": "torch2.6-nightly-h100x8.txt",
-             "paste-numbered-gutter.txt": "torch2.7-gh200-aarch64.txt", "paste-box-gutter.txt": "torch2.2-conda-forge.txt",
+             "paste-numbered-gutter.txt": "torch2.7-gh200-aarch64.txt",
+             "paste-box-gutter.txt": "torch2.2-conda-forge.txt",
              "paste-email-reply.txt": "torch0.4-pip-legacy.txt", "paste-ansi-bom.txt": "torch2.5-macos-arm64.txt"}
     for wrapped, plain in pairs.items():
         assert load_report(REPORTS / wrapped) == load_report(REPORTS / plain), wrapped
