@@ -169,7 +169,10 @@ def merge(*parts: Mapping[str, FactValue]) -> Facts:
 
 
 def with_defaults(facts: Mapping[str, FactValue], keys: Iterable[str] = FACT_KEYS) -> Facts:
-    """Return facts with every documented non-GPU key present (None when unknown), for stable JSON."""
+    """Return facts with every documented non-GPU key present (None when probed and absent), for stable JSON.
+    Facts read from a report keep only what it stated: a null there would claim an absence nobody saw."""
+    if facts.get("facts.partial") is True:
+        return dict(sorted(facts.items()))
     out: Facts = {k: None for k in keys if ".N." not in k}
     out.update(facts)
     return dict(sorted(out.items()))

@@ -111,13 +111,11 @@ def unknown_keys(facts: Mapping[str, FactValue]) -> list[str]:
 
 
 def to_json(result: CheckResult) -> dict[str, Any]:
-    facts = result.facts
-    partial = facts.get("facts.partial") is True
-    # probed facts list every key (null = probed and absent); a report's list only what it stated, and names the
+    # probed facts list every key (null = probed and absent); a report's list only what it stated, and name the
     # rest under "unknown", so null never stands for "not known"
     return {
-        "facts": dict(sorted(facts.items())) if partial else with_defaults(facts),
-        "unknown": unknown_keys(facts),
+        "facts": with_defaults(result.facts),
+        "unknown": unknown_keys(result.facts),
         "findings": [f.to_json() for f in result.findings],
         "env": {name: var.value for name, var in result.env.items()},
         "elapsed_s": round(result.elapsed_s, 4),

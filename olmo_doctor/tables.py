@@ -11,9 +11,9 @@ import re
 from functools import lru_cache
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-_VERSION_TOKEN = re.compile(r"(\d+(?:\.\d+)*)([^\s,;()\[\]{}\"'<>/]*)")
+_VERSION_TOKEN = re.compile(r"([0-9]+(?:\.[0-9]+)*)([^\s,;()\[\]{}\"'<>/]*)")
 
 
 def parse_version(text: object) -> Version | None:
@@ -30,16 +30,16 @@ def parse_version(text: object) -> Version | None:
 
 @lru_cache(maxsize=4096)
 def _parse_version(text: str) -> Version | None:
-    m = _VERSION_TOKEN.search(text)
+    m = _VERSION_TOKEN.search(text[:256])  # versions are short; bound the work on hostile input
     if not m:
         return None
-    release, tail = m.group(1), m.group(2)
+    release, tail = m.group(1), m.group(2)[:48]
     for cut in range(len(tail), -1, -1):
         try:
             return Version(release + tail[:cut])
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number too long for int()
             continue
-    return None  # unreachable: a dotted run of digits always parses
+    return None
 
 
 def version_satisfies(version: object, spec: str) -> bool | None:

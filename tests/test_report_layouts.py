@@ -124,6 +124,14 @@ CASES: dict[str, tuple[dict[str, FactValue], set[str]]] = {
         {"torch.version": "1.10.0+cu113", "torch.cuda": "11.3", "gpu.count": 2, "gpu.1.name": "NVIDIA GeForce RTX 3090",
          "driver.version": "470.82.01", "glibc.version": "2.31", "os.name": "Ubuntu 20.04.3 LTS"},
         {"cudnn.version"}),
+    "paste-html-table.txt": (
+        {"torch.version": "2.1.0+cu121", "torch.cuda": "12.1", "torch.cuda_available": True, "gpu.count": 1,
+         "gpu.0.name": "NVIDIA A10G", "driver.version": "535.104.05"},
+        {"python.version"}),
+    "with-pip-list-below.txt": (  # `pip list` pasted under the report: the packages we judge are read
+        {"torch.version": "2.7.0+cu128", "flash_attn.version": "2.7.4.post1", "ninja.version": "1.11.1.4",
+         "setuptools.version": "79.0.1"},
+        {"xformers.version", "wheel.version"}),
     "paste-markdown-table.txt": (
         {"torch.version": "2.4.0+cu121", "torch.cuda": "12.1", "os.arch": "x86_64", "python.version": "3.11.9",
          "gpu.0.name": "NVIDIA L4", "gpu.0.compute_capability": "8.9", "driver.version": "550.54.15"},

@@ -59,7 +59,8 @@ def test_order(older: str, newer: str) -> None:
 
 
 @pytest.mark.parametrize("text", [None, True, 3, 12.4, "", "abc", "v", "+cu126", "..", "1..2", "\x00", "9" * 400,
-                                  "1.2.3-", "2.6.0.dev", "2.6.0.devABC", "1.0+", "١٢٣"])
+                                  "9" * 5000, "1." * 3000, "1.0" + "a" * 100000, "1.2.3-", "2.6.0.dev",
+                                  "2.6.0.devABC", "1.0+", "١٢٣"])
 def test_never_raises(text: object) -> None:
     tables.parse_version(text)
     tables.major_minor(text)

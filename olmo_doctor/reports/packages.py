@@ -23,12 +23,20 @@ _VERSION_FACT = {"flash-attn": "flash_attn.version", "xformers": "xformers.versi
                  "pip": "pip.version"}
 
 
+# `pip freeze` / `pip list` output pasted below the report, untagged: read only for the names we judge, which
+# are unambiguous on a line of their own.
+_BARE = re.compile(r"^\s*(flash[-_]attn|xformers|ninja|setuptools|wheel|packaging)(?:\s*==\s*|\s+)(\d[^\s]*)\s*$",
+                   re.I)
+
+
 def listed(lines: list[str]) -> dict[str, tuple[str, str]]:
     """name -> (version, manager) for each package line; pip lines win over conda ones for the same name."""
     out: dict[str, tuple[str, str]] = {}
     for line in lines:
         m = _LINE.match(line)
         if not m:
+            if bare := _BARE.match(line):
+                out.setdefault(re.sub(r"[-_.]+", "-", bare.group(1)).lower(), (bare.group(2), "pip"))
             continue
         manager, body = m.group(1), m.group(2)
         for form in _FORMS:

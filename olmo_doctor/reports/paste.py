@@ -67,8 +67,10 @@ def _strip_layers(lines: list[str]) -> list[str]:
 
 
 def _unhtml(text: str) -> str:
-    if not re.search(r"&(?:[a-z]+|#\d+|#x[0-9a-f]+);|<(?:br|/?details|/?summary|/?pre|/?code|/?p)\b", text, re.I):
+    if not (re.search(r"&(?:[a-z]+|#\d+|#x[0-9a-f]+);", text, re.I) or _BREAK.search(text)
+            or _BLOCK_TAGS.search(text)):
         return text
+    text = re.sub(r"</t[dh]>", " | ", text, flags=re.I)  # an HTML table row keeps its cells apart
     text = _BREAK.sub("\n", text)
     text = _BLOCK_TAGS.sub("", text)
     text = html.unescape(text)
