@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 _VERSION_TOKEN = re.compile(r"([0-9]+(?:\.[0-9]+)*)([^\s,;()\[\]{}\"'<>/]*)")
@@ -45,6 +44,8 @@ def _parse_version(text: str) -> Version | None:
 def version_satisfies(version: object, spec: str) -> bool | None:
     """Does an installed version meet a requirement like '>=2.6,<3'? Pre-releases and nightlies are judged by
     their place in PEP 440 order (2.6.0.dev… does not meet >=2.6.0; 2.7.0.dev… does). None when unreadable."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # ~15 ms to import; only rules that ask pay it
+
     v = parse_version(version)
     if v is None:
         return None
