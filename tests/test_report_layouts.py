@@ -171,3 +171,38 @@ def test_wrapping_does_not_change_what_is_read(tmp_path: Path) -> None:
              "paste-email-reply.txt": "torch0.4-pip-legacy.txt", "paste-ansi-bom.txt": "torch2.5-macos-arm64.txt"}
     for wrapped, plain in pairs.items():
         assert load_report(REPORTS / wrapped) == load_report(REPORTS / plain), wrapped
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [
+        ("GPU 0: NVIDIA GeForce RTX 4090", ["NVIDIA GeForce RTX 4090"]),
+        ("NVIDIA GeForce RTX 4090", ["NVIDIA GeForce RTX 4090"]),  # macOS/ROCm style: one bare name
+        ("Quadro RTX 8000", ["Quadro RTX 8000"]),
+        ("2x RTX 2080 Ti", ["RTX 2080 Ti"] * 2),
+        ("8 x NVIDIA A100-SXM4-80GB", ["NVIDIA A100-SXM4-80GB"] * 8),
+        ("4*V100", ["V100"] * 4),
+        ("NVIDIA H100 80GB HBM3 x 8", ["NVIDIA H100 80GB HBM3"] * 8),
+        ("RTX 3090 ×2", ["RTX 3090"] * 2),
+        ("GPU 0: Tesla V100-SXM2-16GB (UUID: GPU-0f2c1a34-1111-2222-3333-444455556666)", ["Tesla V100-SXM2-16GB"]),
+        ("GPU 0 GeForce RTX 2070", ["GeForce RTX 2070"]),
+        ("Could not collect", []),
+        ("No CUDA", []),
+    ],
+)
+def test_gpu_listing_values(tmp_path: Path, value: str, names: list[str]) -> None:
+    path = tmp_path / "collect_env.txt"
+    path.write_text(f"PyTorch version: 2.5.1+cu124\nCUDA used to build PyTorch: 12.4\n"
+                    f"GPU models and configuration: {value}\nNvidia driver version: 550.54.15\n")
+    facts = load_report(path)
+    assert facts.get("gpu.count") == (len(names) or None)
+    assert [facts[f"gpu.{i}.name"] for i in range(len(names))] == names
+
+
+def test_mig_devices_are_not_gpus(tmp_path: Path) -> None:
+    path = tmp_path / "collect_env.txt"
+    path.write_text("PyTorch version: 2.5.1+cu124\nGPU models and configuration: \n"
+                    "GPU 0: NVIDIA A100-SXM4-80GB\n  MIG 3g.40gb     Device  0:\n  MIG 3g.40gb     Device  1:\n"
+                    "GPU 1: NVIDIA A100-SXM4-80GB\n\nNvidia driver version: 550.54.15\n")
+    facts = load_report(path)
+    assert facts["gpu.count"] == 2 and facts["gpu.1.name"] == "NVIDIA A100-SXM4-80GB"

@@ -190,11 +190,14 @@ def _gpus(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:
             names.append(m.group(1).strip())
         elif not names and _known(entry) and not re.match(r"MIG\b", entry):
             # one device name (macOS, ROCm, or the issue template's "2x RTX 3090" / "A100 x 8")
-            m = re.match(r"(\d+)\s*[x×*]\s*(.+)$", entry, re.I) or re.match(r"(.+?)\s*[x×*]\s*(\d+)$", entry, re.I)
-            if m and m.group(1).isdigit():
-                names += [m.group(2).strip()] * int(m.group(1))
-            elif m:
-                names += [m.group(1).strip()] * int(m.group(2))
+            # the "x" of a count stands apart from the name ("RTX 4090" is one GPU, not "RT" x 4090)
+            m = (re.match(r"(\d{1,3})\s*(?:x|×|\*)\s+(.+)$|(\d{1,3})(?:x|×|\*)(\D.*)$", entry, re.I)
+                 or re.match(r"(.+?)\s+(?:x|×|\*)\s*(\d{1,3})$|(.+?)\s*(?:×|\*)\s*(\d{1,3})$", entry, re.I))
+            parts = [g for g in (m.groups() if m else ()) if g is not None]
+            if len(parts) == 2 and parts[0].isdigit():
+                names += [parts[1].strip()] * int(parts[0])
+            elif len(parts) == 2 and parts[1].isdigit():
+                names += [parts[0].strip()] * int(parts[1])
             else:
                 names.append(entry)
             break
