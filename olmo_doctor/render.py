@@ -11,8 +11,9 @@ from olmo_doctor.api import CheckResult
 from olmo_doctor.facts import FACT_KEYS, FactValue, gpu_indices, is_unknown, with_defaults
 from olmo_doctor.findings import Finding
 
-MARK = {"ok": "[green]✓[/]", "error": "[red]✗[/]", "warning": "[yellow]![/]", "info": "[blue]•[/]"}
-PLAIN_MARK = {"ok": "✓", "error": "✗", "warning": "!", "info": "•"}
+MARK = {"ok": "[green]✓[/]", "error": "[red]✗[/]", "warning": "[yellow]![/]", "info": "[blue]•[/]",
+        "unknown": "[dim]?[/]"}
+PLAIN_MARK = {"ok": "✓", "error": "✗", "warning": "!", "info": "•", "unknown": "?"}
 
 # Which summary line a cause belongs to.
 AREA_OF_CAUSE: dict[str, str] = {
@@ -93,9 +94,20 @@ def area_lines(facts: Mapping[str, FactValue]) -> dict[str, str]:
     }
 
 
-def area_status(findings: list[Finding]) -> dict[str, str]:
+# The facts an area's line is about: when a report states none of them, the area is unknown, not fine.
+AREA_FACTS: dict[str, tuple[str, ...]] = {
+    "GPU": ("gpu.count",), "CUDA": ("nvcc.version",), "Compiler": ("gcc.version",), "C libraries": ("glibc.version",),
+    "Machine": ("cpu.count", "mem.total_gb"), "Python": ("python.version",), "torch": ("torch.version",),
+    "Kernels": ("flash_attn.version", "xformers.version"),
+}
+
+
+def area_status(findings: list[Finding], facts: Mapping[str, FactValue] | None = None) -> dict[str, str]:
+    """Worst severity per area; `unknown` for a clean area whose facts a report did not state."""
     status = {a: "ok" for a in AREAS}
-    rank = {"ok": 3, "info": 2, "warning": 1, "error": 0}
+    if facts is not None:
+        status.update({a: "unknown" for a, keys in AREA_FACTS.items() if all(is_unknown(facts, k) for k in keys)})
+    rank = {"ok": 4, "unknown": 3, "info": 2, "warning": 1, "error": 0}
     for finding in findings:
         area = AREA_OF_CAUSE.get(finding.cause, "Machine")
         if rank[finding.severity] < rank[status[area]]:

@@ -77,3 +77,11 @@ def test_healthy_reports_have_no_error() -> None:
     for name in ("torch2.6-nightly-h100x8.txt", "torch2.7-gh200-aarch64.txt", "paste-details-fenced.txt",
                  "paste-numbered-gutter.txt", "partial-three-lines.txt"):
         assert not run_check(from_report=REPORTS / name).errors, name
+
+
+def test_areas_a_report_does_not_cover_are_marked_unknown_not_fine() -> None:
+    res = runner.invoke(app, ["check", "--from-report", str(REPORTS / "partial-three-lines.txt")])
+    rows = {line.split()[1]: line.split()[0] for line in res.stdout.splitlines() if line.startswith(" ") and
+            len(line.split()) > 1 and line.split()[1] in ("GPU", "CUDA", "Machine", "torch")}
+    assert rows == {"GPU": "?", "CUDA": "?", "Machine": "?", "torch": "✓"}
+    assert "as far as the report shows" in " ".join(res.stdout.split())
