@@ -68,9 +68,10 @@ def parse_text(text: str) -> Facts:
         except ValueError:
             pass
     text = paste.unwrap_text(text)
-    if text.lstrip().startswith("{"):
+    start, end = re.search(r"^\{", text, re.M), text.rfind("}")
+    if start and end > start.start() and "\"facts\"" in text:  # a saved report pasted with prose around it
         try:
-            return _json_facts(json.loads(text))
+            return _json_facts(json.loads(text[start.start() : end + 1]))
         except ValueError:
             return {}
     if capture.looks_like(text):

@@ -132,6 +132,12 @@ CASES: dict[str, tuple[dict[str, FactValue], set[str]]] = {
         {"torch.version": "2.7.0+cu128", "flash_attn.version": "2.7.4.post1", "ninja.version": "1.11.1.4",
          "setuptools.version": "79.0.1"},
         {"xformers.version", "wheel.version"}),
+    "paste-quoted-in-prose.txt": (  # quoted, though most lines of the comment are unquoted prose
+        {"torch.version": "1.9.0+cu111", "os.wsl": True, "gpu.0.name": "NVIDIA GeForce RTX 3080"}, set()),
+    "saved-report-fenced.txt": (  # an `olmo-doctor report` JSON in a ```json fence; null is a probed absence
+        {"torch.version": "2.5.1+cu124", "gpu.count": 2, "gpu.1.name": "NVIDIA RTX A5000", "cpu.count": 32,
+         "ninja.version": None},
+        {"disk.free_gb", "glibc.version"}),
     "paste-markdown-table.txt": (
         {"torch.version": "2.4.0+cu121", "torch.cuda": "12.1", "os.arch": "x86_64", "python.version": "3.11.9",
          "gpu.0.name": "NVIDIA L4", "gpu.0.compute_capability": "8.9", "driver.version": "550.54.15"},

@@ -51,8 +51,9 @@ def _dedent(lines: list[str]) -> list[str]:
 def _strip_layers(lines: list[str]) -> list[str]:
     """Peel quote marks, gutters and indentation until none is left (`> 12 | ...` needs three passes)."""
     for _ in range(8):
-        if _most(lines, _QUOTE):
-            # quoted mail and markdown continue a quote on lines without the mark; only the marks go
+        if any(_QUOTE.match(ln) for ln in lines):
+            # no report line starts with '>', so every quote mark goes, even when prose around it is unquoted;
+            # quoted mail and markdown continue a quote on lines without the mark, which stay as they are
             lines = [_QUOTE.sub("", ln, count=1) for ln in lines]
         elif _numbered(lines):
             lines = [_NUMBERED.sub("", ln, count=1) for ln in lines]
