@@ -212,3 +212,14 @@ def test_mig_devices_are_not_gpus(tmp_path: Path) -> None:
                     "GPU 1: NVIDIA A100-SXM4-80GB\n\nNvidia driver version: 550.54.15\n")
     facts = load_report(path)
     assert facts["gpu.count"] == 2 and facts["gpu.1.name"] == "NVIDIA A100-SXM4-80GB"
+
+
+@pytest.mark.parametrize(
+    ("value", "driver"),
+    [("535.104.05", "535.104.05"), ("466.11", "466.11"), ("31.0.15.3699", "536.99"), ("27.21.14.5671", "456.71"),
+     ("Could not collect", None), ("No CUDA", None)],
+)
+def test_driver_versions(tmp_path: Path, value: str, driver: str | None) -> None:
+    path = tmp_path / "collect_env.txt"
+    path.write_text(f"PyTorch version: 2.5.1+cu124\nIs CUDA available: True\nNvidia driver version: {value}\n")
+    assert load_report(path).get("driver.version") == driver

@@ -104,6 +104,15 @@ def _version(value: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+def _driver(value: str | None) -> str | None:
+    """NVIDIA's driver version; Windows' own form (Device Manager, WMI) 31.0.15.3699 is driver 536.99."""
+    if m := re.match(r"\d{2}\.\d+\.(\d+)\.(\d{4})$", value or ""):
+        digits = (m.group(1) + m.group(2))[-5:]
+        return f"{int(digits[:3])}.{digits[3:]}"
+    v = _version(value)
+    return v if v is not None and "." in v else None
+
+
 def _major_minor(value: str | None) -> str | None:
     m = re.match(r"(\d+)\.(\d+)", value or "")
     return f"{m.group(1)}.{m.group(2)}" if m else None
@@ -141,7 +150,7 @@ def parse(text: str) -> Facts:
     if (rt := _version(value("cuda_runtime"))) is not None and "." in rt:
         # despite its label, collect_env reports the nvcc on PATH here
         f["nvcc.version"], f["nvcc.full_version"] = _major_minor(rt), rt
-    if (drv := _version(value("driver"))) is not None and "." in drv:
+    if (drv := _driver(value("driver"))) is not None:
         f["driver.version"] = drv
     _smi_header(lines, f)
     _gpus(found, f)
