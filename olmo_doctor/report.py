@@ -1,5 +1,6 @@
 """Facts from another machine: a pasted `python -m torch.utils.collect_env` output, a saved `olmo-doctor report`
-(JSON), the raw captures of shared/bench/env_capture.sh (`env.txt`, `torch.txt`), or a folder holding them.
+(JSON), raw tool captures (`env.txt` with "== section" blocks, `torch.txt`), or a folder holding them; pasted
+text is unwrapped first (reports/paste.py).
 
 Files captured together in one folder are combined (collect_env first, the raw tool outputs override it), so
 `--from-report capture/collect_env.txt` also learns the RAM and ulimits that collect_env does not print. Facts a
@@ -20,8 +21,8 @@ from olmo_doctor.reports import capture, collect_env, paste, sanity
 
 REPORT_MARK = "olmo_doctor_report"
 SIBLINGS = ("collect_env.txt", "env.txt", "torch.txt")
-_HINT = ("give a `python -m torch.utils.collect_env` output, an `olmo-doctor report -o FILE` file, or an "
-         "env_capture.sh folder")
+_HINT = ("give the output of `python -m torch.utils.collect_env`, a file written by `olmo-doctor report -o FILE`, "
+         "or a folder of raw captures (env.txt, torch.txt)")
 
 
 def _read_text(path: Path) -> str:

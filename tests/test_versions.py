@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from olmo_doctor import tables
+from olmo_doctor import versions
 from olmo_doctor.rules.expr import truth
 
 # (installed version as printed, requirement, does it meet it)
@@ -44,7 +44,7 @@ TABLE = [
 
 @pytest.mark.parametrize(("version", "spec", "expected"), TABLE)
 def test_version_satisfies(version: str, spec: str, expected: bool | None) -> None:
-    assert tables.version_satisfies(version, spec) is expected
+    assert versions.version_satisfies(version, spec) is expected
 
 
 @pytest.mark.parametrize(
@@ -54,7 +54,7 @@ def test_version_satisfies(version: str, spec: str, expected: bool | None) -> No
      ("9.0.176", "10.0.130"), ("2.9.1", "2.10.0")],
 )
 def test_order(older: str, newer: str) -> None:
-    assert tables.parse_version(older) < tables.parse_version(newer)  # type: ignore[operator]
+    assert versions.parse_version(older) < versions.parse_version(newer)  # type: ignore[operator]
     assert truth(f"ver('{older}') < ver('{newer}')", {}) is True
 
 
@@ -62,18 +62,30 @@ def test_order(older: str, newer: str) -> None:
                                   "9" * 5000, "1." * 3000, "1.0" + "a" * 100000, "1.2.3-", "2.6.0.dev",
                                   "2.6.0.devABC", "1.0+", "١٢٣"])
 def test_never_raises(text: object) -> None:
-    tables.parse_version(text)
-    tables.major_minor(text)
+    versions.parse_version(text)
+    versions.major_minor(text)
 
 
 def test_major_minor_of_nightlies_and_locals() -> None:
-    assert tables.major_minor("2.6.0.dev20241112+cu124") == (2, 6)
-    assert tables.major_minor("2.11.0a0+git1234") == (2, 11)
-    assert tables.major_minor("V13.0.88") == (13, 0)
-    assert tables.major_minor("nothing") is None
+    assert versions.major_minor("2.6.0.dev20241112+cu124") == (2, 6)
+    assert versions.major_minor("2.11.0a0+git1234") == (2, 11)
+    assert versions.major_minor("V13.0.88") == (13, 0)
+    assert versions.major_minor("nothing") is None
 
 
 def test_rule_functions_keep_the_order() -> None:
     assert truth("satisfies(torch.version, '>=2.6')", {"torch.version": "2.6.0.dev20241112"}) is False
     assert truth("ver(torch.version) >= ver('2.6')", {"torch.version": "2.6.0.dev20241112"}) is False
     assert truth("satisfies(torch.version, '>=2.6')", {"torch.version": "garbage"}) is None  # unknown, quiet
+
+
+def test_a_real_release_history_sorts_in_pep440_order() -> None:
+    # torch strings as pip, nightlies and source builds print them, in their true order
+    ordered = ["2.5.1+cpu", "2.6.0.dev20241001", "2.6.0.dev20241112+cu124", "2.6.0a0+git1234abc", "2.6.0rc1",
+               "2.6.0rc2", "2.6.0", "2.6.0+cu126", "2.6.0.post1", "2.7.0.dev20250101", "2.7.0", "2.10.0",
+               "2.11.0+cu130"]
+    parsed = [versions.parse_version(v) for v in ordered]
+    assert None not in parsed
+    assert sorted(ordered, key=lambda v: versions.parse_version(v)) == ordered  # type: ignore[arg-type,return-value]
+    for text, version in zip(ordered, parsed, strict=True):  # valid PEP 440 strings round-trip unchanged
+        assert str(version) == text

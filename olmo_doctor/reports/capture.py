@@ -1,5 +1,6 @@
 """Parse raw tool captures: `env.txt` ("== section" blocks of nvidia-smi, nvcc, gcc, meminfo, ulimit, pip, env,
-df ...) and `torch.txt` (torch's own answers), as written by shared/bench/env_capture.sh."""
+df ...) and `torch.txt` (torch's own answers: a `torch <version> cuda <v> cudnn <n>` line, nccl, arch list, devices).
+A section that was captured states its facts, absences included (an unlisted package or variable is absent)."""
 
 from __future__ import annotations
 

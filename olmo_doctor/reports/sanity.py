@@ -11,7 +11,7 @@ import re
 
 from olmo_doctor.errors import UsageError
 from olmo_doctor.facts import Facts, FactValue, documented_key
-from olmo_doctor.tables import parse_version
+from olmo_doctor.versions import parse_version
 
 # key -> (lowest, highest) plausible value; generous, so only the impossible is refused.
 NUMBERS: dict[str, tuple[float, float]] = {

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from olmo_doctor import tables
+from olmo_doctor import tables, versions
 from olmo_doctor.facts import FactValue
 
 
@@ -53,21 +53,21 @@ def _need(value: Any) -> Any:
 
 
 def _ver(x: object) -> Any:
-    v = tables.parse_version(_need(x))
+    v = versions.parse_version(_need(x))
     if v is None:
         raise Unknown
     return v
 
 
 def _major(x: object) -> int:
-    mm = tables.major_minor(_need(x))
+    mm = versions.major_minor(_need(x))
     if mm is None:
         raise Unknown
     return mm[0]
 
 
 def _minor(x: object) -> int:
-    mm = tables.major_minor(_need(x))
+    mm = versions.major_minor(_need(x))
     if mm is None:
         raise Unknown
     return mm[1]
@@ -75,7 +75,7 @@ def _minor(x: object) -> int:
 
 def _cc(x: object) -> float:
     """Compute capability as a comparable number: '9.0' -> 9.0, '12.1' -> 12.1."""
-    mm = tables.major_minor(_need(x))
+    mm = versions.major_minor(_need(x))
     if mm is None:
         raise Unknown
     return mm[0] + mm[1] / 10
@@ -103,7 +103,7 @@ def _default(x: object, d: object) -> object:
 
 
 def _torch_default_cuda(torch_version: object) -> str | None:
-    mm = tables.major_minor(torch_version)
+    mm = versions.major_minor(torch_version)
     return tables.TORCH_PYPI_DEFAULT_CUDA.get(f"{mm[0]}.{mm[1]}") if mm else None
 
 
@@ -133,7 +133,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "known": _known,
     "missing": _missing,
     "default": _default,
-    "satisfies": lambda x, spec: _need(tables.version_satisfies(_need(x), spec)),
+    "satisfies": lambda x, spec: _need(versions.version_satisfies(_need(x), spec)),
     "min": min,
     "max": max,
     "driver_floor": _table(tables.driver_floor),
