@@ -41,6 +41,14 @@ def _parse_version(text: str) -> Version | None:
     return None
 
 
+_ZERO = Version("0")
+
+
+def version_key(text: object) -> Version:
+    """A sort key: PEP 440 order, unreadable text first (max(vs, key=version_key) is the newest)."""
+    return parse_version(text) or _ZERO
+
+
 def version_satisfies(version: object, spec: str) -> bool | None:
     """Does an installed version meet a requirement like '>=2.6,<3'? Pre-releases and nightlies are judged by
     their place in PEP 440 order (2.6.0.dev… does not meet >=2.6.0; 2.7.0.dev… does). None when unreadable."""

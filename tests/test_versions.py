@@ -89,3 +89,8 @@ def test_a_real_release_history_sorts_in_pep440_order() -> None:
     assert sorted(ordered, key=lambda v: versions.parse_version(v)) == ordered  # type: ignore[arg-type,return-value]
     for text, version in zip(ordered, parsed, strict=True):  # valid PEP 440 strings round-trip unchanged
         assert str(version) == text
+
+
+def test_version_key_sorts_unreadable_first() -> None:
+    assert max(["3.4.9", "3.4.33", "3.4.30"], key=versions.version_key) == "3.4.33"  # not string order
+    assert sorted(["junk", "1.0", "0.9"], key=versions.version_key) == ["junk", "0.9", "1.0"]

@@ -9,6 +9,7 @@ import re
 
 from olmo_doctor import tables
 from olmo_doctor.facts import FACT_KEYS, Facts
+from olmo_doctor.versions import version_key
 
 GB = 1e9
 _SIZE = {"K": 1e3 / GB * 1.024, "M": 1.048576e6 / GB, "G": 1.073741824, "T": 1099.511627776}
@@ -73,7 +74,7 @@ def parse(text: str) -> Facts:
         f["glibc.version"] = m.group(2) or m.group(1)
     glibcxx = re.findall(r"GLIBCXX_(3\.4\.\d+)", "\n".join(s.get("libstdc++", [])))
     if glibcxx:
-        f["libstdcxx.glibcxx_max"] = max(glibcxx, key=lambda v: tuple(map(int, v.split("."))))
+        f["libstdcxx.glibcxx_max"] = max(glibcxx, key=version_key)
     ninja = s.get("ninja", [])
     if "ninja" in s:  # the section was taken: no output means no ninja on PATH
         f["ninja.path"] = f["ninja.version"] = None
