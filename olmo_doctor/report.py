@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 from olmo_doctor import tables
@@ -25,15 +26,34 @@ _HINT = ("give the output of `python -m torch.utils.collect_env`, a file written
          "or a folder of raw captures (env.txt, torch.txt)")
 
 
+MAX_BYTES = 16 * 1024 * 1024  # a collect_env output is ~10 KB; even with logs pasted below it, far less than this
+
+
 def _read_text(path: Path) -> str:
     try:
-        data = path.read_bytes()
+        if str(path) == "-":
+            data = sys.stdin.buffer.read(MAX_BYTES + 1)
+        else:
+            with open(path, "rb") as fh:  # bounded: a FIFO or /dev/zero must not hang or fill memory
+                data = fh.read(MAX_BYTES + 1)
     except OSError as e:
         raise UsageError(f"cannot read report {path}: {e.strerror or e}") from None
-    if not data.strip():
+    if len(data) > MAX_BYTES:
+        raise UsageError(f"report {path} is over {MAX_BYTES // 2**20} MB; give only the collect_env or report part")
+    text = _decode(data)
+    if not text.strip():
         raise UsageError(f"report {path} is empty; {_HINT}")
-    if data.count(b"\0") > len(data) // 100:
+    if text.count("\0") > len(text) // 100:
         raise UsageError(f"report {path} is binary, not a report; {_HINT}")
+    return text
+
+
+def _decode(data: bytes) -> str:
+    """UTF-8, or the UTF-16 that Windows PowerShell writes for `python -m torch.utils.collect_env > env.txt`."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16", errors="replace")
+    if len(data) >= 16 and data[1::2].count(0) > 0.9 * (len(data) // 2) and data[0::2].count(0) < len(data) // 20:
+        return data.decode("utf-16-le", errors="replace")  # UTF-16 without its byte-order mark
     return data.decode("utf-8", errors="replace")
 
 
@@ -66,14 +86,14 @@ def parse_text(text: str) -> Facts:
     if stripped.startswith("{"):
         try:
             return _json_facts(json.loads(stripped))
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     text = paste.unwrap_text(text)
     start, end = re.search(r"^\{", text, re.M), text.rfind("}")
     if start and end > start.start() and "\"facts\"" in text:  # a saved report pasted with prose around it
         try:
             return _json_facts(json.loads(text[start.start() : end + 1]))
-        except ValueError:
+        except (ValueError, RecursionError):
             return {}
     if capture.looks_like(text):
         return capture.parse(text)
@@ -110,7 +130,9 @@ def _set_known(facts: Facts, key: str, value: FactValue) -> None:
 def load_report(path: str | Path) -> Facts:
     """Facts of the machine a report describes; UsageError (exit 2) when it is not a report."""
     p = Path(path)
-    if p.is_dir():
+    if str(p) == "-":  # pasted into the terminal or piped: `pbpaste | olmo-doctor check --from-report -`
+        files = [p]
+    elif p.is_dir():
         files = [p / n for n in SIBLINGS if (p / n).is_file()] + sorted(p.glob("*.json"))
         if not files:
             raise UsageError(f"folder {p} holds no report files ({', '.join(SIBLINGS)}, *.json); {_HINT}")

@@ -138,6 +138,10 @@ CASES: dict[str, tuple[dict[str, FactValue], set[str]]] = {
         {"torch.version": "2.5.1+cu124", "gpu.count": 2, "gpu.1.name": "NVIDIA RTX A5000", "cpu.count": 32,
          "ninja.version": None},
         {"disk.free_gb", "glibc.version"}),
+    "powershell-utf16.txt": (  # `collect_env > env.txt` in PowerShell writes UTF-16 with a byte-order mark
+        {"torch.version": "1.8.1+cu111", "os.name": "Microsoft Windows 10 Pro", "gpu.0.name": "GeForce RTX 3070",
+         "driver.version": "466.11"},
+        {"gcc.version"}),
     "paste-markdown-table.txt": (
         {"torch.version": "2.4.0+cu121", "torch.cuda": "12.1", "os.arch": "x86_64", "python.version": "3.11.9",
          "gpu.0.name": "NVIDIA L4", "gpu.0.compute_capability": "8.9", "driver.version": "550.54.15"},

@@ -76,3 +76,36 @@ def test_cli_refuses_with_exit_2_and_one_line(tmp_path: Path) -> None:
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and "cpu.count" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_version_with_shell_syntax_is_refused(tmp_path: Path) -> None:
+    facts = {"torch.version": "2.5.1+cu124", "driver.version": "535.104.05; touch /tmp/pwned", "cpu.count": 8}
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({"olmo_doctor_report": 1, "facts": facts}))
+    with pytest.raises(UsageError, match=r"driver\.version"):
+        load_report(path)
+
+
+@pytest.mark.parametrize("content", ["{" * 100_000, "[" * 100_000, '{"facts": ' * 50_000])
+def test_deeply_nested_json_is_refused_cleanly(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "report.json"
+    path.write_text(content)
+    with pytest.raises(UsageError):
+        load_report(path)
+
+
+def test_oversized_and_endless_inputs_are_refused(tmp_path: Path) -> None:
+    big = tmp_path / "big.txt"
+    with open(big, "wb") as fh:
+        fh.write(BASE.encode() * (17 * 1024 * 1024 // len(BASE) + 1))
+    with pytest.raises(UsageError, match="over 16 MB"):
+        load_report(big)
+    with pytest.raises(UsageError, match="over 16 MB"):
+        load_report("/dev/zero")  # a device never ends; reading is bounded
+
+
+def test_report_from_stdin() -> None:
+    proc = subprocess.run([sys.executable, "-m", "olmo_doctor", "check", "--json", "--from-report", "-"],
+                          input=BASE, capture_output=True, text=True, cwd=ROOT, check=False)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert json.loads(proc.stdout)["facts"]["gpu.1.name"] == "Tesla V100-SXM2-32GB"

@@ -72,8 +72,9 @@ def _number(key: str, doc: str, value: FactValue) -> None:
 
 
 def _version(key: str, value: FactValue) -> None:
-    version = parse_version(value) if isinstance(value, str) else None
-    if version is None or not re.match(r"\s*v?V?\d", str(value)):
+    # one token of version characters: a version never holds spaces, quotes or shell syntax
+    version = parse_version(value) if isinstance(value, str) and re.fullmatch(r"[vV]?\d[\w.+\-]*", value) else None
+    if version is None:
         raise _bad(key, value, "not a version number")
     low, high = VERSION_MAJOR[key]
     if not low <= version.release[0] <= high:
