@@ -91,8 +91,13 @@ def fields(lines: list[str]) -> dict[str, tuple[str, list[str]]]:
 
 
 def looks_like(text: str) -> bool:
-    found = fields(paste.unwrap(text))
-    return len(set(found) - {"cpu", "libraries", "template_install", "os"}) >= 2
+    lines = paste.unwrap(text)
+    found = set(fields(lines))
+    if len(found - {"cpu", "libraries", "template_install", "os"}) >= 2:
+        return True
+    # only the "Versions of relevant libraries" part was pasted: its tagged package lines name torch
+    pkgs = packages.listed(lines)
+    return bool(found) and ("torch" in pkgs or "pytorch" in pkgs)
 
 
 def _known(value: str) -> str | None:
