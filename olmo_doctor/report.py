@@ -113,6 +113,13 @@ def _finish(facts: Facts) -> Facts:
         # the newest CUDA whose GA driver floor this driver meets is what nvidia-smi would print
         ok = [c for c, floor in tables.DRIVER_FLOOR_LINUX.items() if drv >= tables.parse_version(floor)]  # type: ignore[operator]
         _set_known(facts, "driver.cuda_version", max(ok, key=lambda c: tables.major_minor(c) or (0, 0)) if ok else None)
+    torch = facts.get("torch.version")
+    if isinstance(torch, str) and "torch.cuda" not in facts:
+        # a wheel's local tag says what it was built for: +cu121 is CUDA 12.1, +cpu and +rocm are no CUDA
+        if m := re.search(r"\+cu(\d{1,2})(\d)$", torch):
+            facts["torch.cuda"] = f"{int(m.group(1))}.{m.group(2)}"
+        elif re.search(r"\+(cpu|rocm[\d.]*)$", torch):
+            facts["torch.cuda"] = None
     nvcc = facts.get("nvcc.version")
     if nvcc and not facts.get("nvcc.max_gcc"):
         _set_known(facts, "nvcc.max_gcc", tables.nvcc_max_gcc(nvcc))

@@ -143,7 +143,8 @@ CASES: dict[str, tuple[dict[str, FactValue], set[str]]] = {
          "driver.version": "466.11"},
         {"gcc.version"}),
     "libraries-only.txt": (  # just the package part of a report
-        {"torch.version": "2.3.1+cu121", "torch.nccl": "2.20.5"}, {"torch.cuda", "gpu.count", "python.version"}),
+        {"torch.version": "2.3.1+cu121", "torch.cuda": "12.1", "torch.nccl": "2.20.5"},  # CUDA from the wheel tag
+        {"gpu.count", "python.version"}),
     "paste-markdown-table.txt": (
         {"torch.version": "2.4.0+cu121", "torch.cuda": "12.1", "os.arch": "x86_64", "python.version": "3.11.9",
          "gpu.0.name": "NVIDIA L4", "gpu.0.compute_capability": "8.9", "driver.version": "550.54.15"},

@@ -66,10 +66,13 @@ def test_missing_is_unknown_for_what_a_report_did_not_state() -> None:
 def test_cpu_build_rule_needs_the_report_to_say_so(tmp_path: Path) -> None:
     stated = run_check(from_report=REPORTS / "torch2.1-cpu-build-on-gpu.txt")
     assert "OD155" in [f.code for f in stated.errors]
-    # the same machine, the "CUDA used to build PyTorch" line cut out: torch's CUDA is unknown, not absent
+    # the "CUDA used to build PyTorch" line cut out: the wheel's +cpu tag still says so
     text = (REPORTS / "torch2.1-cpu-build-on-gpu.txt").read_text()
     cut = tmp_path / "cut.txt"
     cut.write_text("\n".join(ln for ln in text.splitlines() if not ln.startswith("CUDA used to build")))
+    assert "OD155" in [f.code for f in run_check(from_report=cut).errors]
+    # and without the tag too, torch's CUDA is unknown, not absent: the rule stays quiet
+    cut.write_text(cut.read_text().replace("2.1.2+cpu", "2.1.2"))
     assert "OD155" not in [f.code for f in run_check(from_report=cut).findings]
 
 
