@@ -67,9 +67,11 @@ def recommend(facts: Mapping[str, FactValue]) -> dict[str, EnvVar]:
     jobs = max_jobs(facts)
     if jobs is not None:
         avail = facts.get("mem.available_gb")
+        memory = (f"{avail} GB available at ~{NVCC_JOB_GB} GB per nvcc job" if isinstance(avail, int | float)
+                  else f"available memory ? (unknown; lower it when ~{NVCC_JOB_GB} GB per job does not fit)")
         env["MAX_JOBS"] = EnvVar(
-            str(jobs), f"{facts.get('cpu.count')} usable CPUs (cgroup-aware) and {avail} GB available at "
-            f"~{NVCC_JOB_GB} GB per nvcc job; flash-attn's own guess ignores cgroup limits")
+            str(jobs), f"{facts.get('cpu.count')} usable CPUs (cgroup-aware) and {memory}; flash-attn's own guess "
+            "ignores cgroup limits")
         env["NVCC_THREADS"] = EnvVar(
             "1", "memory per job grows with nvcc threads (flash-attn defaults to 4); MAX_JOBS already uses "
             "the CPUs")

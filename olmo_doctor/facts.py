@@ -120,6 +120,7 @@ FACT_KEYS: dict[str, str] = {
     "plan.data_workers": "DataLoader workers the planned run uses",
     "probe.error": "a probe that failed unexpectedly (a bug report is welcome)",
     "facts.refused": "fact keys dropped (made unknown) because their values held control characters",
+    "facts.partial": "true when the facts were read from a report: a key it did not state is unknown, not absent",
     # check --nccl: a real all-reduce over the visible GPUs
     "nccl.ran": "whether the all-reduce probe ran (it needs 2+ GPUs)",
     "nccl.skipped": "why it did not run",
@@ -154,6 +155,12 @@ def gpu_indices(facts: Mapping[str, FactValue]) -> range:
     return range(count) if isinstance(count, int) and count > 0 else range(0)
 
 
+def is_unknown(facts: Mapping[str, FactValue], key: str) -> bool:
+    """Not known, as opposed to known to be absent (None). Probes state every key they look at, so only facts
+    read from a report (`facts.partial`) can leave a key unknown: the report simply did not say."""
+    return facts.get("facts.partial") is True and key not in facts
+
+
 def merge(*parts: Mapping[str, FactValue]) -> Facts:
     """Merge probe outputs left to right; a later known value wins over an earlier one, never a None."""
     out: Facts = {}
@@ -165,7 +172,10 @@ def merge(*parts: Mapping[str, FactValue]) -> Facts:
 
 
 def with_defaults(facts: Mapping[str, FactValue], keys: Iterable[str] = FACT_KEYS) -> Facts:
-    """Return facts with every documented non-GPU key present (None when unknown), for stable JSON."""
+    """Return facts with every documented non-GPU key present (None when probed and absent), for stable JSON.
+    Facts read from a report keep only what it stated: a null there would claim an absence nobody saw."""
+    if facts.get("facts.partial") is True:
+        return dict(sorted(facts.items()))
     out: Facts = {k: None for k in keys if ".N." not in k}
     out.update(facts)
     return dict(sorted(out.items()))

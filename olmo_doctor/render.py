@@ -10,11 +10,12 @@ from typing import Any
 from rich.markup import escape
 
 from olmo_doctor.api import CheckResult
-from olmo_doctor.facts import FactValue, gpu_indices, with_defaults
+from olmo_doctor.facts import FACT_KEYS, FactValue, gpu_indices, is_unknown, with_defaults
 from olmo_doctor.findings import Finding
 
-MARK = {"ok": "[green]✓[/]", "error": "[red]✗[/]", "warning": "[yellow]![/]", "info": "[blue]•[/]"}
-PLAIN_MARK = {"ok": "✓", "error": "✗", "warning": "!", "info": "•"}
+MARK = {"ok": "[green]✓[/]", "error": "[red]✗[/]", "warning": "[yellow]![/]", "info": "[blue]•[/]",
+        "unknown": "[dim]?[/]"}
+PLAIN_MARK = {"ok": "✓", "error": "✗", "warning": "!", "info": "•", "unknown": "?"}
 
 # Which summary line a cause belongs to.
 AREA_OF_CAUSE: dict[str, str] = {
@@ -32,9 +33,12 @@ AREA_OF_CAUSE: dict[str, str] = {
 AREAS = ["GPU", "CUDA", "Compiler", "C libraries", "Machine", "Python", "torch", "Kernels"]
 
 
-def _v(facts: Mapping[str, FactValue], key: str, unknown: str = "?") -> str:
+def _v(facts: Mapping[str, FactValue], key: str, absent: str = "?") -> str:
+    """The value, `absent` when known to be absent, and always `?` when not known (a report did not say)."""
     value = facts.get(key)
-    return unknown if value is None else str(value)
+    if is_unknown(facts, key):
+        return "?"
+    return absent if value is None else str(value)
 
 
 def area_lines(facts: Mapping[str, FactValue]) -> dict[str, str]:
@@ -47,13 +51,18 @@ def area_lines(facts: Mapping[str, FactValue]) -> dict[str, str]:
         gpu = ", ".join(f"{g} ×{gpus.count(g)}" if gpus.count(g) > 1 else g for g in uniq)
         gpu += f"; driver {_v(f, 'driver.version')} (CUDA {_v(f, 'driver.cuda_version')})"
     else:
-        gpu = "no NVIDIA GPU visible" if f.get("gpu.count") == 0 else "unknown"
+        gpu = "no NVIDIA GPU visible" if f.get("gpu.count") == 0 else "?"
+        if f.get("driver.version"):
+            gpu += f"; driver {_v(f, 'driver.version')} (CUDA {_v(f, 'driver.cuda_version')})"
     cuda = (f"nvcc {_v(f, 'nvcc.full_version', _v(f, 'nvcc.version'))} at {_v(f, 'nvcc.path')}, "
             f"accepts gcc <= {_v(f, 'nvcc.max_gcc')}; CUDA_HOME {_v(f, 'cuda.home', 'unset')}"
-            if f.get("nvcc.version") else "no nvcc found (needed only to build kernels)")
-    torch = "not installed"
+            if f.get("nvcc.version") else "nvcc ?, CUDA_HOME ?" if is_unknown(f, "nvcc.version")
+            else "no nvcc found (needed only to build kernels)")
+    torch = "?" if is_unknown(f, "torch.version") else "not installed"
     if f.get("torch.version"):
-        bits = [f"CUDA {_v(f, 'torch.cuda')}" if f.get("torch.cuda") else "CPU build"]
+        cuda_bit = "CUDA ?" if is_unknown(f, "torch.cuda") else f"CUDA {f['torch.cuda']}" if f.get("torch.cuda") \
+            else "CPU build"
+        bits = [cuda_bit]
         if f.get("torch.cudnn"):
             bits.append(f"cuDNN {f['torch.cudnn']}")
         if f.get("torch.nccl"):
@@ -68,7 +77,7 @@ def area_lines(facts: Mapping[str, FactValue]) -> dict[str, str]:
         version = f.get(f"{key}.version")
         ok = f.get(f"{key}.import_ok")
         kernels.append(f"{label} {version}" + (" (does not load)" if ok is False else "") if version
-                       else f"{label} not installed")
+                       else f"{label} ?" if is_unknown(f, f"{key}.version") else f"{label} not installed")
     nofile = f.get("ulimit.nofile.soft")
     return {
         "GPU": gpu,
@@ -87,9 +96,20 @@ def area_lines(facts: Mapping[str, FactValue]) -> dict[str, str]:
     }
 
 
-def area_status(findings: list[Finding]) -> dict[str, str]:
+# The facts an area's line is about: when a report states none of them, the area is unknown, not fine.
+AREA_FACTS: dict[str, tuple[str, ...]] = {
+    "GPU": ("gpu.count",), "CUDA": ("nvcc.version",), "Compiler": ("gcc.version",), "C libraries": ("glibc.version",),
+    "Machine": ("cpu.count", "mem.total_gb"), "Python": ("python.version",), "torch": ("torch.version",),
+    "Kernels": ("flash_attn.version", "xformers.version"),
+}
+
+
+def area_status(findings: list[Finding], facts: Mapping[str, FactValue] | None = None) -> dict[str, str]:
+    """Worst severity per area; `unknown` for a clean area whose facts a report did not state."""
     status = {a: "ok" for a in AREAS}
-    rank = {"ok": 3, "info": 2, "warning": 1, "error": 0}
+    if facts is not None:
+        status.update({a: "unknown" for a, keys in AREA_FACTS.items() if all(is_unknown(facts, k) for k in keys)})
+    rank = {"ok": 4, "unknown": 3, "info": 2, "warning": 1, "error": 0}
     for finding in findings:
         area = AREA_OF_CAUSE.get(finding.cause, "Machine")
         if rank[finding.severity] < rank[status[area]]:
@@ -97,9 +117,19 @@ def area_status(findings: list[Finding]) -> dict[str, str]:
     return status
 
 
+def unknown_keys(facts: Mapping[str, FactValue]) -> list[str]:
+    """Documented keys these facts do not know (a report did not state them); empty for probed facts."""
+    keys = [k for k in FACT_KEYS if ".N." not in k]
+    keys += [k.replace(".N.", f".{i}.") for i in gpu_indices(facts) for k in FACT_KEYS if ".N." in k]
+    return sorted(k for k in keys if is_unknown(facts, k))
+
+
 def to_json(result: CheckResult) -> dict[str, Any]:
+    # probed facts list every key (null = probed and absent); a report's list only what it stated, and name the
+    # rest under "unknown", so null never stands for "not known"
     return {
         "facts": with_defaults(result.facts),
+        "unknown": unknown_keys(result.facts),
         "findings": [f.to_json() for f in result.findings],
         "env": {name: var.value for name, var in result.env.items()},
         "elapsed_s": round(result.elapsed_s, 4),

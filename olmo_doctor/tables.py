@@ -9,32 +9,10 @@ from __future__ import annotations
 
 import re
 
-from packaging.version import InvalidVersion, Version
-
-
-def parse_version(text: object) -> Version | None:
-    """Lenient version parse: '13.0.88', '580.159.04', '2.11.0+cu130', 'V12.4.131' -> Version; else None."""
-    if text is None:
-        return None
-    m = re.search(r"\d+(?:\.\d+)*(?:[a-z]+\d*)?(?:\+[\w.]+)?", str(text))
-    if not m:
-        return None
-    try:
-        return Version(m.group(0))
-    except InvalidVersion:
-        try:
-            return Version(re.match(r"\d+(?:\.\d+)*", m.group(0)).group(0))  # type: ignore[union-attr]
-        except (InvalidVersion, AttributeError):
-            return None
-
-
-def major_minor(text: object) -> tuple[int, int] | None:
-    v = parse_version(text)
-    if v is None:
-        return None
-    rel = (*v.release, 0)
-    return rel[0], rel[1]
-
+# Version semantics live in versions.py; re-exported here because every table lookup speaks them.
+from olmo_doctor.versions import major_minor as major_minor
+from olmo_doctor.versions import parse_version as parse_version
+from olmo_doctor.versions import version_satisfies as version_satisfies
 
 # CUDA toolkit -> minimum Linux driver (GA releases). Source: CUDA 13.2 U2 release notes, Table 3
 # https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html

@@ -25,7 +25,8 @@ def test_check_json_is_one_object_with_the_documented_shape() -> None:
     res = invoke("check", "--json")
     assert res.exit_code in (0, 1), res.output
     data = json.loads(res.stdout)
-    assert set(data) == {"facts", "findings", "env", "elapsed_s"}
+    assert set(data) == {"facts", "unknown", "findings", "env", "elapsed_s"}
+    assert data["unknown"] == []  # a probed machine: every documented key was looked at
     assert isinstance(data["elapsed_s"], float)
     for key in ("gpu.count", "python.version", "cpu.count", "mem.total_gb", "glibc.version", "os.container"):
         assert key in data["facts"]

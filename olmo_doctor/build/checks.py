@@ -38,8 +38,9 @@ def _finding(code: str, title: str, message: str, *commands: str, severity: Seve
 
 
 def _older(version: FactValue, minimum: str) -> bool:
+    # full PEP 440 order: a nightly or rc of the minimum (2.6.0.dev…) is older than the release it precedes
     v = tables.parse_version(version)
-    return v is not None and v.release < tables.parse_version(minimum).release  # type: ignore[union-attr]
+    return v is not None and v < tables.parse_version(minimum)  # type: ignore[operator]
 
 
 def check_package(recipe: Recipe, facts: Facts, ccs: list[str], archs: list[str]) -> list[Finding]:

@@ -16,9 +16,11 @@ def print_result(result: CheckResult, verbose: bool = False, console: Console | 
     source = f"report {result.from_report}" if result.from_report else "this machine"
     console.print(f"[bold]olmo-doctor {__version__}[/] · {source} · scope {result.scope} · "
                   f"{result.elapsed_s:.2f} s")
-    lines, status = area_lines(result.facts), area_status(result.findings)
+    lines, status = area_lines(result.facts), area_status(result.findings, result.facts)
     for area in AREAS:
         console.print(f" {MARK[status[area]]} [bold]{area:<12}[/] {lines[area]}", overflow="fold")
+    if result.from_report and any("?" in line for line in lines.values()):
+        console.print("   [dim]? = the report does not say; checks that need it were skipped[/]")
     shown = [f for f in result.findings if verbose or f.severity != "info"]
     infos = [f for f in result.findings if f.severity == "info" and not verbose]
     if shown:
@@ -53,4 +55,6 @@ def print_result(result: CheckResult, verbose: bool = False, console: Console | 
         console.print(f"[yellow]! No blocking problems; {warnings} warning(s) worth a look.[/]")
     else:
         goal = {"install": "building kernels", "train": "training", "all": "building kernels or training"}
-        console.print(f"[green bold]✓ Ready.[/] Nothing blocks {goal[result.scope]}.")
+        unknown = [area for area in AREAS if status[area] == "unknown"]
+        tail = f" as far as the report shows ({', '.join(unknown)}: not stated)" if unknown else ""
+        console.print(f"[green bold]✓ Ready.[/] Nothing blocks {goal[result.scope]}{tail}.")

@@ -8,6 +8,7 @@ import os
 import re
 
 from olmo_doctor.facts import Facts
+from olmo_doctor.versions import version_key
 
 GLIBCXX = re.compile(rb"GLIBCXX_(3\.4(?:\.\d+)?)\x00")
 
@@ -42,7 +43,7 @@ def glibcxx_max(path: str) -> str | None:
     versions = {m.decode() for m in GLIBCXX.findall(data)}
     if not versions:
         return None
-    return max(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
+    return max(versions, key=version_key)
 
 
 def probe() -> Facts:

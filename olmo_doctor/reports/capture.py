@@ -1,5 +1,6 @@
 """Parse raw tool captures: `env.txt` ("== section" blocks of nvidia-smi, nvcc, gcc, meminfo, ulimit, pip, env,
-df ...) and `torch.txt` (torch's own answers), as written by shared/bench/env_capture.sh."""
+df ...) and `torch.txt` (torch's own answers: a `torch <version> cuda <v> cudnn <n>` line, nccl, arch list, devices).
+A section that was captured states its facts, absences included (an unlisted package or variable is absent)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 
 from olmo_doctor import tables
 from olmo_doctor.facts import FACT_KEYS, Facts
+from olmo_doctor.versions import version_key
 
 GB = 1e9
 _SIZE = {"K": 1e3 / GB * 1.024, "M": 1.048576e6 / GB, "G": 1.073741824, "T": 1099.511627776}
@@ -44,7 +46,7 @@ def _df_size(lines: list[str], column: int) -> float | None:
 def parse(text: str) -> Facts:
     s = sections(text)
     f: Facts = {}
-    if (lines := s.get("nproc")) and lines[0].strip().isdigit():
+    if (lines := s.get("nproc")) and re.fullmatch(r"-?\d+", lines[0].strip()):
         f["cpu.count"] = int(lines[0].strip())
     mem = {k: int(v) for k, v in re.findall(r"^(\w+):\s+(\d+) kB", "\n".join(s.get("meminfo", [])), re.M)}
     if "MemTotal" in mem:
@@ -72,14 +74,18 @@ def parse(text: str) -> Facts:
         f["glibc.version"] = m.group(2) or m.group(1)
     glibcxx = re.findall(r"GLIBCXX_(3\.4\.\d+)", "\n".join(s.get("libstdc++", [])))
     if glibcxx:
-        f["libstdcxx.glibcxx_max"] = max(glibcxx, key=lambda v: tuple(map(int, v.split("."))))
+        f["libstdcxx.glibcxx_max"] = max(glibcxx, key=version_key)
     ninja = s.get("ninja", [])
+    if "ninja" in s:  # the section was taken: no output means no ninja on PATH
+        f["ninja.path"] = f["ninja.version"] = None
     if len(ninja) >= 2 and (m := re.match(r"(\d+(?:\.\d+)*)", ninja[1].strip())):
         f["ninja.path"], f["ninja.version"] = ninja[0].strip(), m.group(1)
     if m := re.search(r"Python (\d+\.\d+\.\d+)", "\n".join(s.get("python", []))):
         f["python.version"] = m.group(1)
-    _pip(s.get("pip", []), f)
-    _env(s.get("env", []), f)
+    if "pip" in s:
+        _pip(s["pip"], f)
+    if "env" in s:
+        _env(s["env"], f)
     if (shm := _df_size(s.get("shm", []), 1)) is not None:
         f["shm.size_gb"] = shm
     if (disk := _df_size(s.get("disk", []), 3)) is not None:
@@ -119,6 +125,9 @@ def _gpu(s: dict[str, list[str]], f: Facts) -> None:
 
 
 def _pip(lines: list[str], f: Facts) -> None:
+    # `pip list` names every installed distribution, so one it does not list is absent, not unknown
+    for name in ("setuptools", "wheel", "packaging", "flash_attn", "xformers"):
+        f[f"{name}.version"] = None
     for line in lines:
         if m := re.match(r"pip (\S+) from", line):
             f["pip.version"] = m.group(1)
@@ -132,6 +141,10 @@ def _pip(lines: list[str], f: Facts) -> None:
 
 
 def _env(lines: list[str], f: Facts) -> None:
+    # the whole environment was captured, so a variable it does not list is unset
+    f.update({key: None for key in FACT_KEYS if key.startswith("env.")})
+    f.setdefault("gcc.cc_env", None)
+    f.setdefault("gcc.cxx_env", None)
     for line in lines:
         name, sep, value = line.partition("=")
         if not sep:

@@ -1,132 +1,242 @@
-"""Parse `python -m torch.utils.collect_env` output (as printed, pasted into an issue, or quoted with '> ')."""
+"""Parse `python -m torch.utils.collect_env` output, every layout torch printed from 0.4 to today, and the
+"## Environment" bullet list of torch's issue template, however it was pasted (see reports/paste.py).
+
+Labels changed over time ("Is CUDA available: Yes" became "True", "Libc version", "Python platform", the
+"CPU:" lscpu block and "Is XNNPACK available" were added, "GPU models and configuration" moved to the next
+lines for several GPUs), so fields are found by label, in any order, with or without a colon. Only what the
+report states becomes a fact; everything else stays out of the result, which the caller reads as unknown.
+"""
 
 from __future__ import annotations
 
 import re
 
-from olmo_doctor import tables
 from olmo_doctor.facts import Facts
+from olmo_doctor.reports import packages, paste
 
-KEYS = ("PyTorch version:", "CUDA used to build PyTorch:", "Python version:", "Nvidia driver version:",
-        "GPU models and configuration:", "Libc version:", "Is CUDA available:")
-UNKNOWN = {"", "N/A", "None", "Could not collect", "No CUDA"}
+# field -> every label spelling it had (lower case). Template labels carry a "(e.g., 1.0)" hint, ignored below.
+LABELS: dict[str, tuple[str, ...]] = {
+    "torch": ("pytorch version", "torch version"),
+    "debug": ("is debug build",),
+    "cuda_build": ("cuda used to build pytorch",),
+    "rocm_build": ("rocm used to build pytorch",),
+    "os": ("os",),
+    "gcc": ("gcc version",),
+    "clang": ("clang version",),
+    "cmake": ("cmake version",),
+    "libc": ("libc version",),
+    "python": ("python version",),
+    "platform": ("python platform",),
+    "cuda_available": ("is cuda available",),
+    "cuda_runtime": ("cuda runtime version",),
+    "module_loading": ("cuda_module_loading set to",),
+    "gpus": ("gpu models and configuration",),
+    "driver": ("nvidia driver version",),
+    "cudnn": ("cudnn version",),
+    "xpu": ("is xpu available",),
+    "hip": ("hip runtime version",),
+    "miopen": ("miopen runtime version",),
+    "xnnpack": ("is xnnpack available",),
+    "allocator": ("caching allocator config",),
+    "cpu": ("cpu",),
+    "libraries": ("versions of relevant libraries",),
+    "template_cuda": ("cuda/cudnn version",),
+    "template_install": ("how you installed pytorch", "build command you used", "any other relevant information"),
+}
+_FIELD_OF = {label: field for field, labels in LABELS.items() for label in labels}
+_LABEL = re.compile(
+    r"^[ \t]*(?:[-*+•][ \t]+)?(?:\*\*|__)?(?P<label>" + "|".join(re.escape(lb) for lb in sorted(_FIELD_OF, key=len,
+                                                                                               reverse=True))
+    + r")(?:\*\*|__)?[ \t]*(?:\([^)]*\))?[ \t]*(?:\*\*|__)?(?P<sep>[:=|]|[ \t]+|$)[ \t]*(?P<value>.*)$", re.I)
+# What collect_env prints for a value it could not get.
+UNKNOWN = {"", "n/a", "na", "none", "could not collect", "no cuda", "unknown", "-", "?", "not available"}
+_NON_NVIDIA = re.compile(r"^(?:amd|radeon|intel|apple)\b|\bgfx\d", re.I)
 
 
-def clean_lines(text: str) -> list[str]:
-    lines = []
-    for raw in text.replace("\r\n", "\n").split("\n"):
-        line = re.sub(r"^\s*>\s?", "", raw)  # markdown quote
-        line = re.sub(r"\x1b\[[0-9;]*m", "", line)
-        if line.strip().startswith("```"):
-            continue
-        lines.append(line.rstrip())
-    return lines
+def _label(line: str) -> tuple[str, str] | None:
+    m = _LABEL.match(line)
+    if not m:
+        return None
+    label = m.group("label").lower()
+    sep = m.group("sep")
+    # a label without a colon must be at least two words ("PyTorch version 1.5.0"; "OS Ubuntu" is too loose)
+    if sep.strip() == "" and " " not in label:
+        return None
+    if label == "cpu" and (sep.strip() != ":" or m.group("value").strip()):
+        return None  # only the "CPU:" heading of the lscpu block, not "CPU: 4 cores" prose
+    return _FIELD_OF[label], _clean(m.group("value"))
+
+
+def _clean(value: str) -> str:
+    return value.strip().strip("`*|").strip()
+
+
+def fields(lines: list[str]) -> dict[str, tuple[str, list[str]]]:
+    """field -> (value on the label's line, the lines that continue it), first occurrence of each label."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        hit = _label(line)
+        if hit:
+            field, value = hit
+            current = None
+            if field not in out:
+                out[field] = (value, [])
+                current = out[field][1]
+        elif not line.strip():
+            current = None
+        elif current is not None:
+            current.append(line.strip())
+    return out
 
 
 def looks_like(text: str) -> bool:
-    return sum(k in text for k in KEYS) >= 2
+    lines = paste.unwrap(text)
+    found = set(fields(lines))
+    if len(found - {"cpu", "libraries", "template_install", "os"}) >= 2:
+        return True
+    # only the "Versions of relevant libraries" part was pasted: its tagged package lines name torch
+    pkgs = packages.listed(lines)
+    return bool(found) and ("torch" in pkgs or "pytorch" in pkgs)
 
 
-def _value(lines: list[str], key: str) -> str | None:
-    for line in lines:
-        if line.startswith(key):
-            value = line[len(key):].strip()
-            return None if value in UNKNOWN else value
-    return None
+def _known(value: str) -> str | None:
+    return None if value.strip().lower() in UNKNOWN else value.strip()
+
+
+def _version(value: str | None) -> str | None:
+    m = re.match(r"v?(\d+(?:\.\d+)+[\w.+\-]*|\d+)", value or "")
+    return m.group(1) if m else None
+
+
+def _driver(value: str | None) -> str | None:
+    """NVIDIA's driver version; Windows' own form (Device Manager, WMI) 31.0.15.3699 is driver 536.99."""
+    if m := re.match(r"\d{2}\.\d+\.(\d+)\.(\d{4})$", value or ""):
+        digits = (m.group(1) + m.group(2))[-5:]
+        return f"{int(digits[:3])}.{digits[3:]}"
+    v = _version(value)
+    return v if v is not None and "." in v else None
+
+
+def _major_minor(value: str | None) -> str | None:
+    m = re.match(r"(\d+)\.(\d+)", value or "")
+    return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
 def parse(text: str) -> Facts:
-    lines = clean_lines(text)
+    lines = paste.unwrap(text)
+    found = fields(lines)
     f: Facts = {}
-    torch_version = _value(lines, "PyTorch version:")
-    f["torch.version"] = torch_version
-    f["torch.cuda"] = _value(lines, "CUDA used to build PyTorch:")
-    avail = _value(lines, "Is CUDA available:")
-    f["torch.cuda_available"] = None if avail is None else avail.lower() == "true"
-    if (os_line := _value(lines, "OS:")) is not None:
-        m = re.match(r"(.*?)\s*\((\w+)\)$", os_line)
-        f["os.name"], f["os.arch"] = (m.group(1), m.group(2)) if m else (os_line, None)
-    if (gcc := _value(lines, "GCC version:")) is not None:
+
+    def value(field: str) -> str | None:
+        return _known(found[field][0]) if field in found else None
+
+    _torch(found, f)
+    if (avail := value("cuda_available")) is not None and avail.lower() in ("yes", "true", "no", "false"):
+        f["torch.cuda_available"] = avail.lower() in ("yes", "true")
+    if (os_line := value("os")) is not None:
+        m = re.match(r"(.*?)\s*\((x86_64|amd64|aarch64|arm64|ppc64le|s390x|i[36]86|armv\w+)\)$", os_line, re.I)
+        f["os.name"] = m.group(1) if m else os_line
+        if m:
+            f["os.arch"] = m.group(2)
+    if (gcc := value("gcc")) is not None:
         m = re.search(r"(\d+\.\d+\.\d+)\s*$", gcc) or re.search(r"(\d+\.\d+(?:\.\d+)?)", gcc)
-        f["gcc.version"] = m.group(1) if m else None
-    if (libc := _value(lines, "Libc version:")) is not None:
-        m = re.search(r"glibc-([\d.]+)", libc)
-        f["glibc.version"] = m.group(1) if m else None
-    if (py := _value(lines, "Python version:")) is not None:
-        m = re.match(r"([\d.]+)", py)
-        f["python.version"] = m.group(1) if m else None
-    if (plat := _value(lines, "Python platform:")) is not None:
-        m = re.match(r"Linux-(.+?)-(x86_64|aarch64)", plat)
-        f["os.kernel"] = m.group(1) if m else None
-        f["os.wsl"] = "microsoft" in plat.lower()
-    if (rt := _value(lines, "CUDA runtime version:")) is not None:
+        if m:
+            f["gcc.version"] = m.group(1)
+    if (m := re.search(r"glibc-?(\d+\.\d+)", value("libc") or value("platform") or "")) is not None:
+        f["glibc.version"] = m.group(1)
+    if (py := _version(value("python"))) is not None:
+        f["python.version"] = py
+    if (plat := value("platform")) is not None:
+        m = re.match(r"Linux-(.+?)-(x86_64|aarch64|ppc64le|s390x)", plat)
+        if m:
+            f["os.kernel"] = m.group(1)
+        f["os.wsl"] = bool(re.search(r"microsoft|wsl", plat, re.I))
+    if (rt := _version(value("cuda_runtime"))) is not None and "." in rt:
         # despite its label, collect_env reports the nvcc on PATH here
-        mm = tables.major_minor(rt)
-        f["nvcc.version"] = f"{mm[0]}.{mm[1]}" if mm else None
-        f["nvcc.full_version"] = rt
-    f["driver.version"] = _value(lines, "Nvidia driver version:")
-    _gpus(lines, f)
-    _cudnn(lines, f)
+        f["nvcc.version"], f["nvcc.full_version"] = _major_minor(rt), rt
+    if (drv := _driver(value("driver"))) is not None:
+        f["driver.version"] = drv
+    _smi_header(lines, f)
+    _gpus(found, f)
+    _cudnn(found, f)
     _cpus(lines, f)
-    _packages(lines, f)
+    packages.read(lines, f)
     return f
 
 
-def _gpus(lines: list[str], f: Facts) -> None:
-    names: list[str] = []
-    for i, line in enumerate(lines):
-        if line.startswith("GPU models and configuration:"):
-            first = line.split(":", 1)[1].strip()
-            block = [first] + [ln.strip() for ln in lines[i + 1 : i + 65] if re.match(r"\s*GPU \d+:", ln)]
-            for entry in block:
-                m = re.match(r"GPU \d+:\s*(.+?)(?:\s*\(UUID.*)?$", entry)
-                if m:
-                    names.append(m.group(1).strip())
-                elif entry and entry not in ("Could not collect", "N/A") and not names:
-                    names.append(entry)
-            break
-    else:
+def _torch(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:
+    if "torch" in found:
+        raw = found["torch"][0].strip()
+        if raw.lower() in ("n/a", "none", "not installed"):
+            f["torch.version"] = None  # collect_env prints N/A when torch does not import
+        elif (v := _version(raw)) is not None:
+            f["torch.version"] = v
+    if "cuda_build" in found and f.get("torch.version"):
+        cuda = _major_minor(found["cuda_build"][0])
+        if cuda is not None:
+            f["torch.cuda"] = cuda
+        elif _known(found["cuda_build"][0]) is None:
+            # torch.version.cuda is None: a CPU (or ROCm) build of torch; that is a stated absence, not unknown
+            f["torch.cuda"] = None
+    if "rocm_build" in found and _version(_known(found["rocm_build"][0])):
+        f["torch.cuda"] = None
+
+
+def _smi_header(lines: list[str], f: Facts) -> None:
+    """`nvidia-smi` pasted alongside: its header names the driver and the CUDA version it supports."""
+    for line in lines:
+        if m := re.search(r"Driver Version:\s*(\d+\.\d+(?:\.\d+)?)", line):
+            f.setdefault("driver.version", m.group(1))
+            if c := re.search(r"CUDA Version:\s*(\d+\.\d+)", line):
+                f["driver.cuda_version"] = c.group(1)
+            return
+
+
+def _gpus(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:
+    if "gpus" not in found:
         return
+    first, rest = found["gpus"]
+    names: list[str] = []
+    for entry in [first, *rest]:
+        entry = re.sub(r"\s*\(UUID:[^)]*\)", "", entry).strip()
+        if m := re.match(r"GPU\s*\d+\s*(?::\s*|\s+)(.+)$", entry):
+            names.append(m.group(1).strip())
+        elif not names and _known(entry) and not re.match(r"MIG\b", entry):
+            # one device name (macOS, ROCm, or the issue template's "2x RTX 3090" / "A100 x 8")
+            # the "x" of a count stands apart from the name ("RTX 4090" is one GPU, not "RT" x 4090)
+            m = (re.match(r"(\d{1,3})\s*(?:x|×|\*)\s+(.+)$|(\d{1,3})(?:x|×|\*)(\D.*)$", entry, re.I)
+                 or re.match(r"(.+?)\s+(?:x|×|\*)\s*(\d{1,3})$|(.+?)\s*(?:×|\*)\s*(\d{1,3})$", entry, re.I))
+            parts = [g for g in (m.groups() if m else ()) if g is not None]
+            if len(parts) == 2 and parts[0].isdigit():
+                names += [parts[1].strip()] * int(parts[0])
+            elif len(parts) == 2 and parts[1].isdigit():
+                names += [parts[0].strip()] * int(parts[1])
+            else:
+                names.append(entry)
+            break
+    names = [re.sub(r"\s+", " ", n) for n in names]
+    if not names or any(_NON_NVIDIA.search(n) for n in names):
+        return  # no listing, or not NVIDIA GPUs: the NVIDIA GPU facts stay unknown
     f["gpu.count"] = len(names)
     for i, name in enumerate(names):
         f[f"gpu.{i}.name"] = name
 
 
-def _cudnn(lines: list[str], f: Facts) -> None:
-    for i, line in enumerate(lines):
-        if line.startswith("cuDNN version:"):
-            window = " ".join([line, *lines[i + 1:i + 12]])
-            m = re.search(r"libcudnn\.so\.(\d+\.\d+\.\d+)", window) or re.search(r"cuDNN version:\s*([\d.]+)", window)
-            f["cudnn.version"] = m.group(1) if m else None
-            return
+def _cudnn(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:
+    if "cudnn" not in found:
+        return
+    first, rest = found["cudnn"]
+    window = "\n".join([first, *rest])
+    m = (re.search(r"libcudnn\.so\.(\d+\.\d+\.\d+)", window) or re.search(r"libcudnn\.(\d+\.\d+\.\d+)\.dylib", window)
+         or re.search(r"cudnn\w*64_(\d+)\.dll", window) or re.match(r"\s*v?(\d+(?:\.\d+){0,2})\s*$", first))
+    if m:
+        f["cudnn.version"] = m.group(1)
 
 
 def _cpus(lines: list[str], f: Facts) -> None:
     for line in lines:
-        m = re.match(r"CPU\(s\):\s+(\d+)$", line)
-        if m:
+        # lscpu's total; "On-line CPU(s) list" and "NUMA node0 CPU(s)" are other lines
+        if m := re.match(r"\s*CPU\(s\)\s*:\s*(-?\d+)\s*$", line):
             f["cpu.count"] = int(m.group(1))
             return
-
-
-def _packages(lines: list[str], f: Facts) -> None:
-    pkgs: dict[str, str] = {}
-    for line in lines:
-        m = re.match(r"\[(?:pip3?|conda)\]\s+([A-Za-z0-9_.\-]+)\s*(?:==|\s)\s*([^\s]+)", line)
-        if m:
-            pkgs.setdefault(m.group(1).lower().replace("_", "-"), m.group(2))
-    if "flash-attn" in pkgs:
-        f["flash_attn.version"] = pkgs["flash-attn"]
-    if "xformers" in pkgs:
-        f["xformers.version"] = pkgs["xformers"]
-    for name in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
-        if name in pkgs:
-            f["torch.nccl"] = pkgs[name]
-            break
-    for name in ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "nvidia-cudnn-cu11"):
-        if name in pkgs:
-            mm = re.match(r"(\d+\.\d+\.\d+)", pkgs[name])
-            f["torch.cudnn"] = mm.group(1) if mm else pkgs[name]
-            break
-    if any(line.startswith("[conda]") and "Could not collect" not in line for line in lines):
-        f["os.conda_env"] = "conda"

@@ -3,11 +3,14 @@
     when = "major(nvcc.version) != major(torch.cuda)"
     when = "ver(driver.version) < ver(driver_floor(torch.cuda))"
     when = "cc(gpu.*.compute_capability) < 8.0"          # gpu.* : evaluated once per GPU
+    when = "not satisfies(torch.version, '>=2.6')"         # PEP 440: 2.6.0.dev… does not satisfy it
 
 A dotted name is a fact. If any fact an expression needs is unknown (None) the expression is *unknown* and the
 rule stays quiet, so a rule never fires on facts a report did not contain. `known(x)` / `missing(x)` test for
-that explicitly. Only the functions in FUNCTIONS can be called; attributes, subscripts and lambdas are refused
-when a rule is loaded, so a rules file cannot run code.
+that explicitly; in facts read from a report (`facts.partial`) a key the report did not state is unknown, so
+`missing(x)` is unknown there too (the rule stays quiet) and `known(x)` is false. Only the functions in
+FUNCTIONS can be called; attributes, subscripts and lambdas are refused when a rule is loaded, so a rules file
+cannot run code.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from olmo_doctor import tables
+from olmo_doctor import tables, versions
 from olmo_doctor.facts import FactValue
 
 
@@ -28,6 +31,13 @@ class Unknown(Exception):
 
 class ExprError(ValueError):
     """A rule's expression is malformed or uses something not allowed."""
+
+
+class _NotStated:
+    """What `__raw__` gives for a key a report did not state: neither a value nor a known absence."""
+
+
+NOT_STATED = _NotStated()
 
 
 _STRING = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'")
@@ -43,21 +53,21 @@ def _need(value: Any) -> Any:
 
 
 def _ver(x: object) -> Any:
-    v = tables.parse_version(_need(x))
+    v = versions.parse_version(_need(x))
     if v is None:
         raise Unknown
     return v
 
 
 def _major(x: object) -> int:
-    mm = tables.major_minor(_need(x))
+    mm = versions.major_minor(_need(x))
     if mm is None:
         raise Unknown
     return mm[0]
 
 
 def _minor(x: object) -> int:
-    mm = tables.major_minor(_need(x))
+    mm = versions.major_minor(_need(x))
     if mm is None:
         raise Unknown
     return mm[1]
@@ -65,7 +75,7 @@ def _minor(x: object) -> int:
 
 def _cc(x: object) -> float:
     """Compute capability as a comparable number: '9.0' -> 9.0, '12.1' -> 12.1."""
-    mm = tables.major_minor(_need(x))
+    mm = versions.major_minor(_need(x))
     if mm is None:
         raise Unknown
     return mm[0] + mm[1] / 10
@@ -78,8 +88,22 @@ def _num(x: object) -> float:
         raise Unknown from None
 
 
+def _known(x: object) -> bool:
+    return x is not None and x is not NOT_STATED
+
+
+def _missing(x: object) -> bool:
+    if x is NOT_STATED:
+        raise Unknown  # the report did not say; absent and present are both possible
+    return x is None
+
+
+def _default(x: object, d: object) -> object:
+    return d if x is None or x is NOT_STATED else x
+
+
 def _torch_default_cuda(torch_version: object) -> str | None:
-    mm = tables.major_minor(torch_version)
+    mm = versions.major_minor(torch_version)
     return tables.TORCH_PYPI_DEFAULT_CUDA.get(f"{mm[0]}.{mm[1]}") if mm else None
 
 
@@ -106,9 +130,10 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "matches": lambda x, pattern: re.search(pattern, str(_need(x))) is not None,
     "contains": lambda x, item: item in _need(x),
     "length": lambda x: len(_need(x)),
-    "known": lambda x: x is not None,
-    "missing": lambda x: x is None,
-    "default": lambda x, d: d if x is None else x,
+    "known": _known,
+    "missing": _missing,
+    "default": _default,
+    "satisfies": lambda x, spec: _need(versions.version_satisfies(_need(x), spec)),
     "min": min,
     "max": max,
     "driver_floor": _table(tables.driver_floor),
@@ -202,7 +227,8 @@ def evaluate(source: str, facts: Mapping[str, FactValue]) -> Any:
     code = compile_expr(source)
     env: dict[str, Any] = {"__builtins__": {}, **FUNCTIONS, **_NAMES}
     env["__fact__"] = lambda key: _need(facts.get(key))
-    env["__raw__"] = lambda key: facts.get(key)
+    partial = facts.get("facts.partial") is True
+    env["__raw__"] = lambda key: NOT_STATED if partial and key not in facts else facts.get(key)
     try:
         return eval(code, env)  # the AST was whitelisted in compile_expr
     except Unknown:
