@@ -12,7 +12,6 @@ Standard library only, for the same reason. Sources:
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from dataclasses import dataclass
@@ -193,6 +192,8 @@ def _next_minor(version: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """`pick`: print key=value lines (index, url, torch, why) for install.sh; exit 3 with refuse=CODE when no
     current wheel can work on this machine."""
+    import argparse
+
     ap = argparse.ArgumentParser(prog="python3 -m olmo_doctor.wheels")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("pick", help="the torch wheel index for this machine")

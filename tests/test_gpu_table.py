@@ -81,3 +81,21 @@ def test_every_row_is_sourced_and_valid() -> None:
 def test_lookup_names_the_family() -> None:
     hit = gpus.lookup("Tesla V100-SXM2-32GB")
     assert hit is not None and hit[1] == "Volta and Xavier" and hit[2] == gpus.NVIDIA_LEGACY
+
+
+def test_old_nvidia_smi_without_compute_cap_uses_the_table() -> None:
+    """A 470-series nvidia-smi refuses the compute_cap field; the probe asks again without it and looks the GPU
+    up by name instead of reporting no GPU."""
+    from olmo_doctor.probes import gpu
+    from olmo_doctor.run import FakeRunner, Result
+
+    run = FakeRunner({
+        " ".join(gpu.SMI_QUERY): Result(ok=False, stderr='Field "compute_cap" is not a valid field to query.',
+                                        returncode=2),
+        " ".join(gpu.OLD_SMI_QUERY): "Tesla K80, 11441, 00000000:00:04.0, 470.57.02\n"
+                                     "Tesla V100-SXM2-16GB, 16160, 00000000:00:05.0, 470.57.02\n",
+    })
+    facts = gpu.probe(run, use_nvml=False)
+    assert facts["gpu.count"] == 2 and facts["driver.version"] == "470.57.02"
+    assert (facts["gpu.0.compute_capability"], facts["gpu.1.compute_capability"]) == ("3.7", "7.0")
+    assert facts["gpu.1.memory_gb"] == 16.9
