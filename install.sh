@@ -56,12 +56,12 @@ ask() {  # ask PYTHON: fill $pick from `python -m olmo_doctor.wheels pick`
   local ver out line
   ver="$("$1" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)" || return 1
   out="$(cd "$here" && PYTHONPATH="$here" "$1" -m olmo_doctor.wheels pick --python "$ver" \
-         --arch "$(uname -m)" ${driver:+--driver "$driver"} "${gpus[@]}" 2>&1)" || true
+         --arch "$(uname -m)" ${driver:+--driver "$driver"} ${gpus[@]+"${gpus[@]}"} 2>&1)" || true
   while IFS= read -r line; do
     case "$line" in *=*) pick["${line%%=*}"]="${line#*=}" ;; esac
   done <<< "$out"
   pick[python_version]="$ver"
-  [ -n "${pick[why]:-}" ] || pick[why]="the wheel table could not be read: $out"
+  [ -n "${pick[why]:-}" ] || pick[why]="$1 cannot read the wheel table ($(echo "$out" | tail -n1))"
 }
 if [ -n "$python" ]; then
   command -v "$python" >/dev/null 2>&1 || die "--python $python: no such interpreter"
