@@ -63,8 +63,8 @@ if mkdir -p "$tmp/full" && mount -t tmpfs -o size=2m tmpfs "$tmp/full" 2>/dev/nu
   mounted="$tmp/full"; tiny="$tmp/full"
 fi
 
-# --- the faults: name | scope | needs (gpu, tmpfs or -) | expected "CODE severity" (or "root:CODE" = the only
-#     root error) | the setup run in the subshell before check ----------------------------------------------------
+# --- the faults: name | scope | needs (gpu, tmpfs or -) | expected "CODE severity" (or "root:CODE": the one
+#     root error the fault adds, its consequences nested under it) | the setup run in the subshell before check ----------------------------------------------------
 FAULTS=(
   "gpus hidden: CUDA_VISIBLE_DEVICES=|train|gpu|OD004 error|export CUDA_VISIBLE_DEVICES="
   "gpus hidden: CUDA_VISIBLE_DEVICES=-1|train|gpu|OD004 error|export CUDA_VISIBLE_DEVICES=-1"
@@ -87,10 +87,10 @@ FAULTS=(
   "full disk: TMPDIR on a 2 MB tmpfs|all|tmpfs|OD230 error|export TMPDIR=$tiny"
 )
 
-judge() {  # judge JSON EXPECTED -> prints "got<TAB>verdict"
-  "$py" - "$1" "$2" <<'EOF'
+judge() {  # judge JSON EXPECTED BASELINE_JSON -> prints "got<TAB>verdict"
+  "$py" - "$1" "$2" "$3" <<'EOF'
 import json, sys
-path, expected = sys.argv[1], sys.argv[2]
+path, expected, baseline = sys.argv[1:4]
 try:
     data = json.load(open(path))
 except Exception as e:
@@ -100,7 +100,12 @@ flat = [(f["code"], f["severity"], None) for f in roots]
 flat += [(c["code"], c["severity"], f["code"]) for f in roots for c in f.get("consequences", [])]
 got = ", ".join(f"{c} {s}" + (f" (under {r})" if r else "") for c, s, r in flat) or "nothing"
 if expected.startswith("root:"):
-    errors = [f["code"] for f in roots if f["severity"] == "error"]
+    # the fault adds exactly one root error (what the machine already had without it does not count)
+    try:
+        before = {f["code"] for f in json.load(open(baseline)).get("findings", []) if f["severity"] == "error"}
+    except Exception:
+        before = set()
+    errors = [f["code"] for f in roots if f["severity"] == "error" and f["code"] not in before]
     ok = errors == [expected[5:]]
 else:
     code, sev = expected.split()
@@ -112,6 +117,9 @@ EOF
 fails=0
 report="${OUT:+$OUT/faults.txt}"
 row() { printf '%-40s | %-13s | %-60s | %s\n' "$1" "$2" "$3" "$4"; [ -z "$report" ] || printf '%s | %s | %s | %s\n' "$@" >> "$report"; }
+for scope in all install train; do  # the machine without any fault, for the "only root" comparisons
+  "$py" -m olmo_doctor.cli check --json --scope "$scope" > "$tmp/baseline-$scope.json" 2>/dev/null
+done
 row "fault" "expected" "got" "verdict"
 for spec in "${FAULTS[@]}"; do
   IFS='|' read -r name scope needs expected setup <<< "$spec"
@@ -119,7 +127,7 @@ for spec in "${FAULTS[@]}"; do
   if [ "$needs" = tmpfs ] && [ -z "$tiny" ]; then row "$name" "$expected" "(cannot mount a tmpfs here)" "n/a"; continue; fi
   out="$tmp/$(echo "$name" | tr -c 'A-Za-z0-9' '_').json"
   ( eval "$setup"; "$py" -m olmo_doctor.cli check --json --scope "$scope" > "$out" 2> "$out.err" )
-  IFS=$'\t' read -r got verdict <<< "$(judge "$out" "$expected")"
+  IFS=$'\t' read -r got verdict <<< "$(judge "$out" "$expected" "$tmp/baseline-$scope.json")"
   [ "$verdict" = PASS ] || { fails=$((fails + 1)); got="$got $(head -c 200 "$out.err" | tr '\n' ' ')"; }
   row "$name" "$expected" "$got" "$verdict"
 done
