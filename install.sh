@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
     --torch) [ $# -ge 2 ] || die "--torch needs a requirement, e.g. --torch 'torch==2.11.0'"; torch_spec="$2"; shift ;;
     --torch-index) [ $# -ge 2 ] || die "--torch-index needs a URL"; torch_index="$2"; shift ;;
     --python) [ $# -ge 2 ] || die "--python needs an interpreter path"; python="$2"; shift ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see ./install.sh --help)" ;;
   esac
   shift
