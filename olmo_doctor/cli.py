@@ -39,3 +39,7 @@ def main() -> None:
     except KeyboardInterrupt:
         print("olmo-doctor: interrupted", file=sys.stderr)
         sys.exit(130)
+
+
+if __name__ == "__main__":  # python3 -m olmo_doctor.cli (bench/faults.sh on a machine without our venv)
+    main()

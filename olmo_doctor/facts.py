@@ -45,6 +45,7 @@ FACT_KEYS: dict[str, str] = {
     "gcc.cc_env": "the CC environment variable, or null",
     "gcc.cxx_env": "the CXX environment variable, or null",
     "gcc.is_clang": "true when the host compiler is clang",
+    "gcc.env_missing": "CC / CXX / CUDAHOSTCXX values naming a compiler that does not exist or is not executable",
     "gcc.alternatives": "other g++-N compilers on PATH, as 'major:path' strings",
     "glibc.version": "glibc version, e.g. '2.39'",
     "libstdcxx.path": "the libstdc++.so.6 this Python process loads",
@@ -83,6 +84,8 @@ FACT_KEYS: dict[str, str] = {
     "ninja.version": "version of the ninja binary that builds will use",
     "ninja.path": "path of that ninja binary",
     "ccache.path": "path of ccache when installed (build-kernels routes nvcc through it via PYTORCH_NVCC)",
+    "python.unmet_requirements": "requirements of installed distributions that are missing or at an excluded version, "
+    "one '<dist> <version> requires <requirement>; has <version>|missing' line each (what pip check reports)",
     "python.invalid_versions": "installed distributions whose versions are not PEP 440 (pip >= 24.1 rejects them)",
     "olmo.module_origin": "which distribution provides the importable `olmo` module",
     # torch
@@ -115,6 +118,7 @@ FACT_KEYS: dict[str, str] = {
     "env.NCCL_IB_DISABLE": "as set in the environment",
     "env.NCCL_SOCKET_IFNAME": "as set in the environment (the interfaces NCCL may use)",
     "env.LD_LIBRARY_PATH": "as set in the environment",
+    "env.CUDA_VISIBLE_DEVICES": "as set in the environment ('' hides every GPU from CUDA)",
     # what the user plans to do (set by options, not probed)
     "plan.device": "device the planned training run uses: 'cuda', 'cpu', or null when unknown",
     "plan.data_workers": "DataLoader workers the planned run uses",

@@ -46,6 +46,7 @@ class Finding:
     sources: list[str] = field(default_factory=list)
     matched_lines: list[MatchedLine] = field(default_factory=list)
     confidence: float | None = None
+    root: str | None = None  # code of the finding this one follows from (rendered nested beneath it)
 
     def to_json(self, diagnose: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -64,6 +65,8 @@ class Finding:
                 for f in self.fixes
             ],
         }
+        if self.root:
+            out["root"] = self.root
         if diagnose:
             out["matched_lines"] = [asdict(m) for m in self.matched_lines]
             out["confidence"] = self.confidence
@@ -72,6 +75,15 @@ class Finding:
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), f.code))
+
+
+def roots(findings: list[Finding]) -> list[Finding]:
+    """The findings that are not a consequence of another one, in order."""
+    return [f for f in findings if not f.root]
+
+
+def consequences(findings: list[Finding], root: Finding) -> list[Finding]:
+    return [f for f in findings if f.root == root.code]
 
 
 def exit_code(findings: list[Finding]) -> int:

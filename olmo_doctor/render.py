@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from olmo_doctor.api import CheckResult
 from olmo_doctor.facts import FACT_KEYS, FactValue, gpu_indices, is_unknown, with_defaults
-from olmo_doctor.findings import Finding
+from olmo_doctor.findings import Finding, consequences, roots
 
 MARK = {"ok": "[green]✓[/]", "error": "[red]✗[/]", "warning": "[yellow]![/]", "info": "[blue]•[/]",
         "unknown": "[dim]?[/]"}
@@ -26,6 +26,7 @@ AREA_OF_CAUSE: dict[str, str] = {
     "compile_oom_killed": "Machine", "disk_space": "Machine", "ulimit_nofile": "Machine", "nccl_shm": "Machine",
     "memlock_limit": "Machine", "nccl_wsl": "Machine", "nccl_config": "Machine",
     "python_version": "Python", "setuptools_pip": "Python", "ninja_missing": "Python",
+    "unmet_requirement": "Python", "compiler_missing": "Compiler",
     "build_isolation_no_torch": "Python", "shadowed_module": "Python",
     "torch_cpu_build": "torch", "no_kernel_image_arch_list": "torch", "out_of_memory_training": "torch",
     "abi_undefined_symbol": "Kernels", "xformers_torch_pin_conflict": "Kernels", "xformers_no_cuda_build": "Kernels",
@@ -130,7 +131,9 @@ def to_json(result: CheckResult) -> dict[str, Any]:
     return {
         "facts": with_defaults(result.facts),
         "unknown": unknown_keys(result.facts),
-        "findings": [f.to_json() for f in result.findings],
+        # a finding that follows from another is listed under it ("consequences"), not beside it
+        "findings": [{**f.to_json(), "consequences": [c.to_json() for c in consequences(result.findings, f)]}
+                     for f in roots(result.findings)],
         "env": {name: var.value for name, var in result.env.items()},
         "elapsed_s": round(result.elapsed_s, 4),
     }

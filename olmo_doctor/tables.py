@@ -147,47 +147,11 @@ def last_nvcc_for_cc(cc: object) -> str | None:
     return last
 
 
-# GPU marketing name -> compute capability. Source: https://developer.nvidia.com/cuda-gpus and
-# https://developer.nvidia.com/cuda-legacy-gpus. Matched as case-insensitive substrings, most specific first.
-GPU_CC: list[tuple[str, str]] = [
-    ("GB10", "12.1"),
-    ("RTX PRO 6000 Blackwell", "12.0"), ("RTX PRO 5000 Blackwell", "12.0"), ("RTX PRO 4500 Blackwell", "12.0"),
-    ("RTX PRO 4000 Blackwell", "12.0"), ("RTX PRO 2000 Blackwell", "12.0"),
-    ("RTX 5090", "12.0"), ("RTX 5080", "12.0"), ("RTX 5070", "12.0"), ("RTX 5060", "12.0"), ("RTX 5050", "12.0"),
-    ("Thor", "11.0"),
-    ("GB300", "10.3"), ("B300", "10.3"),
-    ("GB200", "10.0"), ("B200", "10.0"),
-    ("GH200", "9.0"), ("H200", "9.0"), ("H100", "9.0"), ("H800", "9.0"), ("H20", "9.0"),
-    ("L40S", "8.9"), ("L40", "8.9"), ("L4", "8.9"),
-    ("RTX 6000 Ada", "8.9"), ("RTX 5000 Ada", "8.9"), ("RTX 4500 Ada", "8.9"), ("RTX 4000 Ada", "8.9"),
-    ("RTX 2000 Ada", "8.9"),
-    ("RTX 4090", "8.9"), ("RTX 4080", "8.9"), ("RTX 4070", "8.9"), ("RTX 4060", "8.9"), ("RTX 4050", "8.9"),
-    ("RTX 5880 Ada", "8.9"),
-    ("Orin", "8.7"),
-    ("A100", "8.0"), ("A800", "8.0"), ("A30", "8.0"),
-    ("A40", "8.6"), ("A16", "8.6"), ("A10", "8.6"), ("A2", "8.6"),
-    ("RTX A6000", "8.6"), ("RTX A5000", "8.6"), ("RTX A4000", "8.6"), ("RTX A3000", "8.6"), ("RTX A2000", "8.6"),
-    ("RTX 3090", "8.6"), ("RTX 3080", "8.6"), ("RTX 3070", "8.6"), ("RTX 3060", "8.6"), ("RTX 3050", "8.6"),
-    ("T4", "7.5"), ("Quadro RTX", "7.5"), ("RTX 2080", "7.5"), ("RTX 2070", "7.5"), ("RTX 2060", "7.5"),
-    ("GTX 16", "7.5"), ("TITAN RTX", "7.5"), ("T1000", "7.5"), ("T600", "7.5"), ("T400", "7.5"),
-    ("Xavier", "7.2"),
-    ("V100", "7.0"), ("GV100", "7.0"), ("TITAN V", "7.0"),
-    ("P100", "6.0"), ("P40", "6.1"), ("P4", "6.1"), ("GTX 10", "6.1"), ("TITAN Xp", "6.1"), ("TITAN X", "6.1"),
-    ("M40", "5.2"), ("M60", "5.2"), ("GTX 9", "5.2"),
-    ("K80", "3.7"), ("K40", "3.5"),
-]
-
-
 def gpu_name_to_cc(name: object) -> str | None:
-    if not isinstance(name, str):
-        return None
-    low = name.lower()
-    for needle, cc in GPU_CC:
-        n = needle.lower()
-        # word-ish match so "A10" does not match "A100" and "L4" does not match "L40"
-        if re.search(rf"(?<![a-z0-9]){re.escape(n)}(?![0-9])", low):
-            return cc
-    return None
+    """Compute capability for a GPU marketing name; the sourced table lives in olmo_doctor/gpus.py."""
+    from olmo_doctor.gpus import name_to_cc
+
+    return name_to_cc(name)
 
 
 # flash-attn 2 arch tokens: only 80, 90, 100, 120 emit gencodes (flash_attn 2.8.3.post2 setup.py L179-191);

@@ -7,6 +7,7 @@ from rich.markup import escape
 
 from olmo_doctor import __version__
 from olmo_doctor.api import CheckResult
+from olmo_doctor.findings import consequences, roots
 from olmo_doctor.render import AREAS, MARK, area_lines, area_status, finding_block
 from olmo_doctor.shell import UnsafeValue, comment, env_line
 
@@ -21,13 +22,22 @@ def print_result(result: CheckResult, verbose: bool = False, console: Console | 
         console.print(f" {MARK[status[area]]} [bold]{area:<12}[/] {lines[area]}", overflow="fold")
     if result.from_report and any("?" in line for line in lines.values()):
         console.print("   [dim]? = the report does not say; checks that need it were skipped[/]")
-    shown = [f for f in result.findings if verbose or f.severity != "info"]
-    infos = [f for f in result.findings if f.severity == "info" and not verbose]
+    top = roots(result.findings)
+    rank = {"error": 0, "warning": 1, "info": 2}
+    # a root counts with the worst severity among itself and what follows from it
+    worst = {f.code: min((g.severity for g in [f, *consequences(result.findings, f)]), key=rank.__getitem__)
+             for f in top}
+    shown = [f for f in top if verbose or worst[f.code] != "info"]
+    infos = [f for f in top if worst[f.code] == "info" and not verbose]
     if shown:
         console.print()
         for finding in shown:
             for line in finding_block(finding):
                 console.print(line, overflow="fold")
+            # what follows from this root cause: one line each, fixed by fixing the root
+            for sub in consequences(result.findings, finding):
+                console.print(f"    ↳ {MARK[sub.severity]} {sub.code} {sub.title} [dim](follows from {finding.code}; "
+                              f"olmo-doctor explain {sub.code})[/]", overflow="fold")
             console.print()
     for finding in infos:
         console.print(f" {MARK['info']} {finding.code} {finding.title} [dim](olmo-doctor explain {finding.code})[/]")
@@ -44,8 +54,8 @@ def print_result(result: CheckResult, verbose: bool = False, console: Console | 
         refused = ", ".join(dropped)
         console.print(f"\n[dim]{escape(comment('unknown: values with control characters were refused: ' + refused))}"
                       "[/]", overflow="fold")
-    errors = len(result.errors)
-    warnings = sum(f.severity == "warning" for f in result.findings)
+    errors = sum(worst[f.code] == "error" for f in top)
+    warnings = sum(worst[f.code] == "warning" for f in top)
     console.print()
     if errors:
         tail = f", {warnings} warning(s)" if warnings else ""

@@ -17,7 +17,10 @@ def register(app: typer.Typer) -> None:
         if rule is None:
             raise UsageError(f"no rule '{code}'; `olmo-doctor rules` lists them")
         out = [
-            f"{rule.code} {rule.name}  ({rule.severity}, cause: {rule.cause}, scope: {', '.join(rule.scopes)})",
+            f"{rule.code} {rule.name}  ({rule.severity}"
+            + (f" where a build is planned, {rule.unplanned_severity} otherwise" if rule.unplanned_severity else "")
+            + f", cause: {rule.cause}, scope: {', '.join(rule.scopes)})"
+            + (f"; shown under {' or '.join(rule.consequence_of)} when that fires too" if rule.consequence_of else ""),
             "",
             rule.title,
             "",

@@ -17,7 +17,9 @@ def register(app: typer.Typer) -> None:
         loaded = load_rules()
         if json_out:
             typer.echo(json.dumps([
-                {"code": r.code, "name": r.name, "cause": r.cause, "severity": r.severity, "scope": list(r.scopes),
+                {"code": r.code, "name": r.name, "cause": r.cause, "severity": r.severity,
+                 "unplanned_severity": r.unplanned_severity, "consequence_of": list(r.consequence_of),
+                 "scope": list(r.scopes),
                  "title": r.title, "when": r.when, "signatures": [s.pattern.pattern for s in r.signatures],
                  "fixes": [{"title": f.title, "applicability": f.applicability} for f in r.fixes],
                  "sources": list(r.sources)} for r in loaded], indent=2))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 
 from olmo_doctor.facts import Facts
@@ -24,7 +25,26 @@ def probe(run: Runner) -> Facts:
         if ver is not None and ver.ok and "clang" in ver.stdout.lower():
             facts["gcc.is_clang"] = True
     facts["gcc.alternatives"] = alternatives(run)
+    facts["gcc.env_missing"] = env_missing()
     return facts
+
+
+def env_missing() -> list[str]:
+    """CC / CXX / CUDAHOSTCXX entries whose compiler cannot be run: an absolute path that is not an executable
+    file, or a bare name not on PATH. A launcher prefix ('ccache gcc') is judged by its first word."""
+    bad = []
+    for name in ("CC", "CXX", "CUDAHOSTCXX"):
+        value = os.environ.get(name)
+        if not value or not value.strip():
+            continue
+        try:
+            first = shlex.split(value)[0]
+        except (ValueError, IndexError):
+            first = value.strip()
+        found = (os.path.isfile(first) and os.access(first, os.X_OK)) if os.path.sep in first else shutil.which(first)
+        if not found:
+            bad.append(f"{name}={value}")
+    return bad
 
 
 def alternatives(run: Runner) -> list[str]:

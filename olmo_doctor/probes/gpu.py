@@ -6,13 +6,16 @@ import os
 import re
 
 from olmo_doctor.facts import Facts
-from olmo_doctor.run import Runner
+from olmo_doctor.gpus import name_to_cc
+from olmo_doctor.run import Result, Runner
 
 SMI_QUERY = [
     "nvidia-smi",
     "--query-gpu=name,compute_cap,memory.total,pci.bus_id,driver_version",
     "--format=csv,noheader,nounits",
 ]
+
+OLD_SMI_QUERY = [SMI_QUERY[0], "--query-gpu=name,memory.total,pci.bus_id,driver_version", SMI_QUERY[2]]
 
 
 def _cuda_version_from_int(v: int) -> str:
@@ -60,7 +63,13 @@ def probe_nvml() -> Facts | None:
 def probe_smi(run: Runner) -> Facts | None:
     out = run(SMI_QUERY)
     if not out.ok:
-        return None
+        # drivers before ~510 do not know the compute_cap field and refuse the whole query: ask without it and
+        # take the compute capability from the GPU table by name
+        older = run(OLD_SMI_QUERY)
+        if not older.ok:
+            return None
+        split = (r.split(",", 1) for r in older.stdout.splitlines() if r.strip())
+        out = Result(ok=True, stdout="\n".join(f"{s[0]}, ,{s[1] if len(s) > 1 else ''}" for s in split))
     facts: Facts = {"gpu.source": "nvidia-smi"}
     rows = [r for r in out.stdout.strip().splitlines() if r.strip()]
     facts["gpu.count"] = len(rows)
@@ -70,7 +79,7 @@ def probe_smi(run: Runner) -> Facts | None:
             continue
         name, cc, mem_mib, bus, drv = cols[:5]
         facts[f"gpu.{i}.name"] = name
-        facts[f"gpu.{i}.compute_capability"] = cc if re.match(r"^\d+\.\d+$", cc) else None
+        facts[f"gpu.{i}.compute_capability"] = cc if re.match(r"^\d+\.\d+$", cc) else name_to_cc(name)
         try:
             facts[f"gpu.{i}.memory_gb"] = round(float(mem_mib) * 1048576 / 1e9, 1)
         except ValueError:

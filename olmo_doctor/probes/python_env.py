@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from olmo_doctor.facts import Facts
 from olmo_doctor.probes import dists
+from olmo_doctor.probes.requirements import unmet_requirements
 from olmo_doctor.resources import read_cache, user_cache_dir, write_cache
 from olmo_doctor.run import Runner
 
@@ -97,6 +98,7 @@ def probe(run: Runner) -> Facts:
         "python.venv": sys.prefix != sys.base_prefix,
         **{f"{key}.version": dist_version(dist) for key, dist in DISTS.items()},
         "python.invalid_versions": invalid_versions(),
+        "python.unmet_requirements": unmet_requirements(),
         "olmo.module_origin": olmo_origin(),
     }
     facts.update(ninja(run))

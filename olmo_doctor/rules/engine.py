@@ -84,7 +84,8 @@ def _gpu_aware(template: str) -> str:
     return template.replace("gpu.*.", "gpu_star.")
 
 
-def to_finding(rule: Rule, facts: Mapping[str, FactValue], extra: Mapping[str, Any]) -> Finding:
+def to_finding(rule: Rule, facts: Mapping[str, FactValue], extra: Mapping[str, Any], scope: str = "install"
+               ) -> Finding:
     fixes = [
         Fix(
             title=render(_gpu_aware(f.title), facts, extra),
@@ -97,7 +98,7 @@ def to_finding(rule: Rule, facts: Mapping[str, FactValue], extra: Mapping[str, A
     return Finding(
         code=rule.code,
         cause=rule.cause,
-        severity=rule.severity,  # type: ignore[arg-type]
+        severity=rule.severity_for(scope),  # type: ignore[arg-type]
         title=render(_gpu_aware(rule.title), facts, extra),
         message=render(_gpu_aware(rule.message), facts, extra),
         fixes=fixes,
@@ -122,12 +123,29 @@ def _render_action(action: Any, facts: Mapping[str, FactValue], extra: Mapping[s
 def run_rules(
     facts: Mapping[str, FactValue], scope: str = "all", rules: Iterable[Rule] | None = None
 ) -> list[Finding]:
-    """Every finding the rules produce for these facts, errors first."""
-    findings = []
+    """Every finding the rules produce for these facts, errors first. A finding whose rule names another fired
+    rule in `consequence_of` gets that root's code in `root` (followed to the top, so chains stay one level)."""
+    findings, fired_rules = [], {}
     for rule in rules if rules is not None else load_rules():
         if not rule.in_scope(scope):
             continue
         fired, extra, bound = fires(rule, facts)
         if fired:
-            findings.append(to_finding(rule, bound, extra))
+            findings.append(to_finding(rule, bound, extra, scope))
+            fired_rules[rule.code] = rule
+    for finding in findings:
+        finding.root = _root_of(fired_rules[finding.code], fired_rules)
     return sort_findings(findings)
+
+
+def _root_of(rule: Rule, fired: Mapping[str, Rule]) -> str | None:
+    """The topmost fired rule this one is a consequence of (None when it is a root itself)."""
+    seen = {rule.code}
+    root: str | None = None
+    current = rule
+    while True:
+        parent = next((c for c in current.consequence_of if c in fired and c not in seen), None)
+        if parent is None:
+            return root
+        root, current = parent, fired[parent]
+        seen.add(parent)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from olmo_doctor import tables, versions
+from olmo_doctor import tables, versions, wheels
 from olmo_doctor.facts import FactValue
 
 
@@ -154,6 +154,13 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "glibcxx_for_gcc": _table(tables.glibcxx_for_gcc),
     "torch_index_for_cuda": _table(tables.torch_index_for_cuda),
     "torch_index_for_driver": _table(tables.torch_index_for_driver),
+    # what can be installed today (olmo_doctor/wheels.py)
+    "driver_has_wheel": _table(wheels.driver_has_wheel),
+    "gpu_has_wheel": _table(wheels.gpu_has_wheel),
+    "python_verdict": _table(wheels.python_verdict),
+    "torch_python_range": _table(lambda v: "-".join(wheels.python_range(v) or ()) or None),
+    "latest_torch": lambda: wheels.LATEST_TORCH,
+    "current_driver_floor": lambda: wheels.CURRENT_DRIVER_FLOOR,
 }
 
 _NAMES = {"true": True, "false": False, "True": True, "False": False}

@@ -80,9 +80,17 @@ class Rule:
     cases: tuple[Case, ...]
     path: Path = field(compare=False)
     diagnose: dict[str, Any] = field(default_factory=dict, compare=False)
+    # severity where no build is planned (plain `check`, `--scope train`); None: `severity` everywhere
+    unplanned_severity: str | None = None
+    # codes of rules whose finding, when it fires too, is the root cause of this one (shown nested beneath it)
+    consequence_of: tuple[str, ...] = ()
 
     def in_scope(self, scope: str) -> bool:
         return scope == "all" or scope in self.scopes
+
+    def severity_for(self, scope: str) -> str:
+        """`severity` where a build is planned (`--scope install`, build-kernels), else `unplanned_severity`."""
+        return self.severity if scope == "install" or self.unplanned_severity is None else self.unplanned_severity
 
 
 @lru_cache(maxsize=1)
@@ -112,6 +120,12 @@ def parse_rule(data: dict[str, Any], path: Path) -> Rule:
     severity = _req(data, "severity", path)
     if severity not in SEVERITY_ORDER:
         raise RuleError(f"{path.name}: severity must be error, warning or info")
+    unplanned = data.get("unplanned_severity")
+    if unplanned is not None and unplanned not in SEVERITY_ORDER:
+        raise RuleError(f"{path.name}: unplanned_severity must be error, warning or info")
+    roots = data.get("consequence_of", [])
+    if not isinstance(roots, list) or any(not isinstance(c, str) or not _CODE.match(c) or c == code for c in roots):
+        raise RuleError(f"{path.name}: consequence_of must be a list of other rule codes, e.g. [\"OD110\"]")
     scopes = data.get("scope", list(SCOPES))
     scopes = [scopes] if isinstance(scopes, str) else scopes
     if not scopes or any(s not in SCOPES for s in scopes):
@@ -172,6 +186,8 @@ def parse_rule(data: dict[str, Any], path: Path) -> Rule:
         cases=tuple(cases),
         path=path,
         diagnose=dict(data.get("diagnose", {})),
+        unplanned_severity=unplanned,
+        consequence_of=tuple(roots),
     )
 
 
@@ -224,6 +240,10 @@ def load_rules(folder: Path | None = None) -> tuple[Rule, ...]:
         if r.code in seen:
             raise RuleError(f"{r.path.name}: code {r.code} already used by {seen[r.code].name}")
         seen[r.code] = r.path
+    for r in rules:
+        unknown = [c for c in r.consequence_of if c not in seen]
+        if unknown:
+            raise RuleError(f"{r.path.name}: consequence_of names unknown rule(s) {', '.join(unknown)}")
     return tuple(rules)
 
 
