@@ -25,8 +25,9 @@ def _h200() -> Facts:
 
 
 def _no_nvcc() -> Facts:
-    facts = {k: v for k, v in _h200().items() if not k.startswith(("nvcc.", "cuda.home"))}
-    return {**facts, "flash_attn.import_ok": None}
+    # stated absent (None), not left out: a report's unstated key is unknown and keeps the rules quiet
+    facts = {k: (None if k.startswith(("nvcc.", "cuda.home")) else v) for k, v in _h200().items()}
+    return {**facts, "nvcc.path": None, "nvcc.version": None, "flash_attn.import_ok": None}
 
 
 def test_missing_nvcc_is_a_warning_unless_a_build_is_planned() -> None:
@@ -110,7 +111,7 @@ def test_report_with_an_old_gpu_is_not_ready(tmp_path: Path) -> None:
 def test_report_with_an_unknown_gpu_warns(tmp_path: Path) -> None:
     path = _report(tmp_path, **{"GPU 0: NVIDIA H200": "GPU 0: NVIDIA Quantum Widget 9000"})
     result = run_check(from_report=path)
-    assert result.facts["gpu.0.compute_capability"] is None
+    assert result.facts.get("gpu.0.compute_capability") is None
     warning = next(f for f in result.findings if f.code == "OD003")
     assert warning.severity == "warning" and "compute_cap" in warning.message
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from olmo_doctor import build_checks
+from olmo_doctor import build_checks, env_checks
 from olmo_doctor.facts import FactValue
 
 CheckFn = Callable[[Mapping[str, FactValue]], Any]
 
 CHECKS: dict[str, CheckFn] = {
     "build_checks.compile_jobs_exceed_memory": build_checks.compile_jobs_exceed_memory,
+    "env_checks.gpus_hidden": env_checks.gpus_hidden,
+    "env_checks.unmet_critical": env_checks.unmet_critical,
+    "env_checks.unmet_other": env_checks.unmet_other,
 }
 
 
