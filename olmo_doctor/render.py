@@ -10,24 +10,11 @@ from typing import Any
 from olmo_doctor.api import CheckResult
 from olmo_doctor.facts import FactValue, gpu_indices, with_defaults
 from olmo_doctor.findings import Finding
+from olmo_doctor.rules.causes import AREAS
+from olmo_doctor.rules.model import cause_areas
 
 MARK = {"ok": "[green]✓[/]", "error": "[red]✗[/]", "warning": "[yellow]![/]", "info": "[blue]•[/]"}
 PLAIN_MARK = {"ok": "✓", "error": "✗", "warning": "!", "info": "•"}
-
-# Which summary line a cause belongs to.
-AREA_OF_CAUSE: dict[str, str] = {
-    "no_gpu": "GPU", "driver_too_old": "GPU", "gpu_arch_unsupported": "GPU", "nccl_p2p": "GPU",
-    "cuda_home_missing": "CUDA", "cuda_version_mismatch": "CUDA", "nvcc_too_old": "CUDA",
-    "nvcc_too_old_for_arch": "CUDA", "nvcc_dropped_old_arch": "CUDA", "glibc_cuda_headers": "CUDA",
-    "unsupported_gcc": "Compiler", "glibc_or_glibcxx_missing": "C libraries",
-    "compile_oom_killed": "Machine", "disk_space": "Machine", "ulimit_nofile": "Machine", "nccl_shm": "Machine",
-    "memlock_limit": "Machine", "nccl_wsl": "Machine", "nccl_config": "Machine",
-    "python_version": "Python", "setuptools_pip": "Python", "ninja_missing": "Python",
-    "build_isolation_no_torch": "Python", "shadowed_module": "Python",
-    "torch_cpu_build": "torch", "no_kernel_image_arch_list": "torch", "out_of_memory_training": "torch",
-    "abi_undefined_symbol": "Kernels", "xformers_torch_pin_conflict": "Kernels", "xformers_no_cuda_build": "Kernels",
-}
-AREAS = ["GPU", "CUDA", "Compiler", "C libraries", "Machine", "Python", "torch", "Kernels"]
 
 
 def _v(facts: Mapping[str, FactValue], key: str, unknown: str = "?") -> str:
@@ -86,10 +73,12 @@ def area_lines(facts: Mapping[str, FactValue]) -> dict[str, str]:
 
 
 def area_status(findings: list[Finding]) -> dict[str, str]:
+    """The worst severity per summary line; a cause's line comes from known_issues/CAUSES.md."""
     status = {a: "ok" for a in AREAS}
     rank = {"ok": 3, "info": 2, "warning": 1, "error": 0}
+    area_of = cause_areas()
     for finding in findings:
-        area = AREA_OF_CAUSE.get(finding.cause, "Machine")
+        area = area_of.get(finding.cause, "Machine")  # only a finding made outside the rules lacks a cause row
         if rank[finding.severity] < rank[status[area]]:
             status[area] = finding.severity
     return status

@@ -132,7 +132,7 @@ def test_v100_with_cuda13_is_refused_not_compiled():
 
 
 def test_refusals_for_broken_toolchains():
-    assert [b.code for b in _plan(CPU_ONLY).blockers] == ["BK001", "BK003"]
+    assert [b.code for b in _plan(CPU_ONLY).blockers] == ["BK001", "BK008"]
     old = {**H200, "nvcc.version": "12.6"}
     assert [b.code for b in _plan({**old, "gpu.0.compute_capability": "12.0"}).blockers] == ["BK007"]
     assert [b.code for b in _plan(H200, recipe=XF, archs=("9.0",)).blockers] == []

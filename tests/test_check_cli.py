@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import H200
 from typer.testing import CliRunner
 
 from olmo_doctor.cli import app
-from tests.conftest import H200
 
 runner = CliRunner()
 FINDING_KEYS = {"code", "cause", "severity", "title", "message", "fixes"}

@@ -30,7 +30,7 @@ def render(template: str, facts: Mapping[str, FactValue], extra: Mapping[str, An
         if field_name is None:
             continue
         if extra and field_name in extra:
-            out.append(str(extra[field_name]))
+            out.append(format(extra[field_name], spec) if spec else str(extra[field_name]))
             continue
         try:
             value = evaluate(field_name, facts)
@@ -44,10 +44,11 @@ def render(template: str, facts: Mapping[str, FactValue], extra: Mapping[str, An
 
 
 def _call_check(rule: Rule, facts: Mapping[str, FactValue]) -> dict[str, Any] | None:
-    """A code rule: `check = "module.function"` resolved inside olmo_doctor.checks; returns context or None."""
+    """A code rule: `check = "module.function"`, the module inside olmo_doctor (the loader checked the form);
+    returns the template context or None."""
     assert rule.check is not None
     module_name, _, func_name = rule.check.rpartition(".")
-    module = importlib.import_module(f"olmo_doctor.{module_name}" if module_name else "olmo_doctor.checks")
+    module = importlib.import_module(f"olmo_doctor.{module_name}")
     result = getattr(module, func_name)(facts)
     if result is None or result is False:
         return None
@@ -103,6 +104,15 @@ def to_finding(rule: Rule, facts: Mapping[str, FactValue], extra: Mapping[str, A
         why=rule.why.strip(),
         sources=list(rule.sources),
     )
+
+
+def build_finding(code: str, facts: Mapping[str, FactValue], **extra: Any) -> Finding:
+    """The finding of build rule `code` (scope build), which olmo_doctor/build/checks.py decided fires; `extra`
+    fills the template fields the facts do not hold (the package, its recipe's minimums, the job sizing)."""
+    rule = next((r for r in load_rules() if r.code == code), None)
+    if rule is None or not rule.for_build:
+        raise LookupError(f"no build rule {code} in known_issues/ (a BK rule with scope [\"build\"])")
+    return to_finding(rule, facts, extra)
 
 
 def _render_action(action: Any, facts: Mapping[str, FactValue], extra: Mapping[str, Any]) -> Any:

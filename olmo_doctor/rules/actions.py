@@ -1,6 +1,7 @@
 """Fix actions: the closed set of typed operations `olmo-doctor fix --apply` can perform.
 
-A rule's fix carries `action = { op = "...", ... }` (known_issues/SCHEMA.md, "Fix actions"). Two checks guard it:
+A rule's fix carries `action = { op = "...", ... }`; OPS below is the schema (known_issues/SCHEMA.md's "Fix actions"
+table documents it and tests/test_rules.py holds the two equal). Two checks guard it:
 `action_error` checks the shape when a rule loads (template fields such as "{cuda.toolkit_root}" allowed), and
 `parse_action` turns a rendered action into one of the typed operations below, strictly: an unknown op, a missing
 or extra field, or a bad value is an ActionError that names the rule. Nothing here runs anything; the planner asks
