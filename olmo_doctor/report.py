@@ -1,5 +1,5 @@
 """Facts from another machine: a pasted `python -m torch.utils.collect_env` output, a saved `olmo-doctor report`
-(JSON), the raw captures of shared/bench/env_capture.sh (`env.txt`, `torch.txt`), or a folder holding them.
+(JSON), raw tool captures (`env.txt`, `torch.txt`: the format reports/capture.py reads), or a folder holding them.
 
 Files captured together in one folder are combined (collect_env first, the raw tool outputs override it), so
 `--from-report capture/collect_env.txt` also learns the RAM and ulimits that collect_env does not print. Facts a
@@ -19,8 +19,8 @@ from olmo_doctor.reports import capture, collect_env
 
 REPORT_MARK = "olmo_doctor_report"
 SIBLINGS = ("collect_env.txt", "env.txt", "torch.txt")
-_HINT = ("give a `python -m torch.utils.collect_env` output, an `olmo-doctor report -o FILE` file, or an "
-         "env_capture.sh folder")
+_HINT = ("give a `python -m torch.utils.collect_env` output (run it on that machine and save it to a file), or an "
+         "`olmo-doctor report -o FILE` file")
 
 
 def _read_text(path: Path) -> str:

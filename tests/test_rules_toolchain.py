@@ -17,7 +17,7 @@ from olmo_doctor.rules.model import load_rules
 
 TOOLCHAIN = tuple(r for r in load_rules() if r.code.startswith("OD1"))
 
-# shared/fixtures/h200-gpu/ (env.txt, collect_env.txt, torch.txt) written out as facts
+# tests/fixtures/machines/h200/ (env.txt, collect_env.txt, torch.txt) written out as facts
 H200: Facts = {
     "gpu.count": 1,
     "gpu.source": "nvidia-smi",

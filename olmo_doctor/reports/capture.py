@@ -1,5 +1,6 @@
-"""Parse raw tool captures: `env.txt` ("== section" blocks of nvidia-smi, nvcc, gcc, meminfo, ulimit, pip, env,
-df ...) and `torch.txt` (torch's own answers), as written by shared/bench/env_capture.sh."""
+"""Parse raw tool captures: `env.txt` ("== section" blocks, each a header line `== nvidia-smi`, `== nvcc`, `== gcc`,
+`== meminfo`, `== ulimit`, `== pip`, `== env`, `== df` ... followed by that tool's output) and `torch.txt` (torch's
+own answers, one `torch X cuda Y cudnn Z ...` line); tests/fixtures/machines/h200/ holds a real pair."""
 
 from __future__ import annotations
 
