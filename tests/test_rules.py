@@ -121,10 +121,18 @@ def test_schema_md_names_files_that_exist() -> None:
         assert (ROOT / ref).exists(), f"CAUSES.md points at {ref}, which does not exist"
 
 
-def test_rules_folder_holds_only_rules(tmp_path: Path) -> None:
-    """A build rule with a `when` is refused: its condition belongs to the build planner."""
-    bad = tmp_path / "BK900-x.toml"
-    bad.write_text('code = "BK900"\nname = "x"\ncause = "no_gpu"\nseverity = "error"\nscope = ["build"]\n'
-                   'title = "t"\nmessage = "m"\nwhen = "gpu.count == 0"\nsources = ["https://example.org"]\n')
-    with pytest.raises(RuleError, match="build rule"):
+HEAD = 'name = "x"\ncause = "no_gpu"\nseverity = "error"\ntitle = "t"\nmessage = "m"\nsources = ["https://e.org"]\n'
+
+
+@pytest.mark.parametrize(("name", "body", "needle"), [
+    ("BK900-x.toml", 'code = "BK900"\nscope = ["build"]\nwhen = "gpu.count == 0"\n', "build rule"),
+    ("BK901-x.toml", 'code = "BK901"\nscope = ["build"]\n[[test]]\nfires = { "gpu.count" = 0 }\n', "names the request"),
+    ("OD900-x.toml", 'code = "OD900"\ncheck = "compile_jobs_exceed_memory"\n', "module.function"),
+    ("XY900-x.toml", 'code = "XY900"\nwhen = "gpu.count == 0"\n', "must look like OD123"),
+])
+def test_malformed_rules_are_refused_at_load(tmp_path: Path, name: str, body: str, needle: str) -> None:
+    """A build rule with a `when`, a build case without its request, a check outside any module, a code of no
+    known range: each is a RuleError naming the file, never a rule that silently does something else."""
+    (tmp_path / name).write_text(body + HEAD if "[[test]]" not in body else HEAD + body)
+    with pytest.raises(RuleError, match=needle):
         load_rules(tmp_path)

@@ -165,8 +165,8 @@ def parse_rule(data: dict[str, Any], path: Path, vocabulary: dict[str, Cause] | 
     for i, tc in enumerate(data.get("test", [])):
         build = tc.get("build", {})
         if ("build" in scopes) != isinstance(build.get("package") if isinstance(build, dict) else None, str):
-            raise RuleError(f"{path.name}: test[{i}]: a build rule's case (and only one) names the request it "
-                            "plans, e.g. build = { package = \"flash-attn\" }")
+            raise RuleError(f"{path.name}: test[{i}]: a build rule's case names the request it plans, e.g. "
+                            "build = { package = \"flash-attn\" }; the cases of other rules have no 'build'")
         for key, fires in (("fires", True), ("quiet", False)):
             if key in tc:
                 cases.append(Case(dict(tc[key]), fires, tc.get("scope"), dict(build)))
