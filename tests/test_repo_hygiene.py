@@ -31,3 +31,14 @@ def test_no_test_reads_above_the_repository() -> None:
             if any(k > root_level for k in climbs) or re.search(r"Path\(\"/(?:work|root|home)\b", line):
                 hits.append(f"{p.relative_to(ROOT)}:{n}")
     assert not hits, f"tests that reach outside the repository: {hits}"
+
+
+def test_ci_runs_the_readme_test_command_verbatim_then_the_rest() -> None:
+    readme = (ROOT / "README.md").read_text()
+    command = re.search(r"Run the tests.*?```bash\n(.+?)\n```", readme, re.S)
+    assert command, "README.md has no test command block"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert command.group(1) in ci, ".ci/run must run the README's test command verbatim"
+    marks = re.search(r'-m "([^"]+)"', command.group(1))
+    assert marks and "not slow" in marks.group(1) and "not network" in marks.group(1)
+    assert any('-m "(slow or network) and not gpu"' in line for line in ci), "the second step must run the rest"
