@@ -7,10 +7,10 @@ Runs the real command twice in a fresh cache (XDG_CACHE_HOME under /tmp, so noth
 counts): (1) source to installed, GPU-verified wheel; (2) the same request again, which must install from the
 wheel cache. Prints the wall times, the build's peak RAM against the plan's prediction, and ratios against the
 anchor: the plain single-arch build of the same sdist (FLASH_ATTN_CUDA_ARCHS=90 MAX_JOBS=16 NVCC_THREADS=1
-pip wheel) took 1107 s on the same kind of host (H200, 16 vCPU, 128 GB; shared/bench/README.md). That build
+pip wheel) took 1107 s on the same kind of host (H200, 16 vCPU, 128 GB; measured 2026-11-29). That build
 takes too long to re-run inside the GPU budget, so the anchor is a constant here, not measured in this run.
 
-Targets (issue 7): subset end to end <= 120 s and >= 9x faster than the anchor; peak RAM within +-25% of the
+Targets: subset end to end <= 120 s and >= 9x faster than the anchor; peak RAM within +-25% of the
 prediction; cached reinstall <= 5 s. Exit code 0 when all are met, 1 otherwise. `--json FILE` saves results.
 """
 
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ANCHOR_PLAIN_BUILD_S = 1107.0  # shared/bench/README.md, measured 2026-11-29 on the H200 host
+ANCHOR_PLAIN_BUILD_S = 1107.0  # measured 2026-11-29 on the H200 host (plain single-arch build)
 TARGET_WALL_S, TARGET_SPEEDUP, TARGET_RAM_BAND, TARGET_CACHED_S = 120.0, 9.0, 0.25, 5.0
 
 
@@ -101,7 +101,7 @@ def main() -> int:
         "cached_status": second.get("status"),
         "cached_pip_install_s": second.get("install_s"),
         "anchor_plain_build_s": ANCHOR_PLAIN_BUILD_S,
-        "anchor_note": "constant from shared/bench/README.md (same kind of H200 host), not re-measured",
+        "anchor_note": "constant measured 2026-11-29 on the same kind of H200 host, not re-measured",
         "speedup_vs_anchor": round(ANCHOR_PLAIN_BUILD_S / build_s, 2),
     }
     checks = {

@@ -3,11 +3,11 @@
     python bench/train_throughput.py                      # ours + the anchors whose packages are importable
     python bench/train_throughput.py --impls ours,ours-eager --steps 12
 
-Shape (issue #6): OLMo-core's olmo2_1B (d_model 2048, 18 layers, 16 heads, MLP 8192, vocab 100352), batch 4 x 4096
+Shape: OLMo-core's olmo2_1B (d_model 2048, 18 layers, 16 heads, MLP 8192, vocab 100352), batch 4 x 4096
 tokens, fp32 master weights, bf16 autocast, fused AdamW, random tokens. Every implementation runs in its own
 process (a clean CUDA context, an honest peak-memory figure) and prints one JSON line; this script prints the table
-and the ratios against the anchors measured in the same invocation. Reference figures from shared/bench/README.md
-(one H200): OLMo-core compiled 54,652 tok/s at 55.4 GB, OLMo-core eager 34,823, HF Olmo2 SDPA 33,779.
+and the ratios against the anchors measured in the same invocation. Reference figures measured earlier on
+one H200: OLMo-core compiled 54,652 tok/s at 55.4 GB, OLMo-core eager 34,823, HF Olmo2 SDPA 33,779.
 
 `ours` is the trainer's own step with recipes/olmo2_1b.yaml's settings (olmo.train building blocks: build_model,
 the attention backend `auto` picks, apply_compile, build_optimizer with the bf16 weight copies, the chunked loss,
@@ -262,7 +262,7 @@ def run_one(args: argparse.Namespace) -> dict:
     start = time.perf_counter()
     out = runners[impl]()
     impl = args.run
-    # PaLM-style FLOPs per token (attention counted non-causal), as shared/bench/README.md and OLMo-core
+    # PaLM-style FLOPs per token (attention counted non-causal), as OLMo-core
     flops = 6 * (out["params"] - out["emb"]) + 12 * args.layers * 2048 * args.seq
     out.update(impl=impl, wall_s=round(time.perf_counter() - start, 1),
                mfu_989=round(out["tokens_per_s"] * flops / 989e12, 3))

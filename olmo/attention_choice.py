@@ -2,7 +2,7 @@
 shapes on this GPU, and say why.
 
 "flash-attn installed" must not mean "flash-attn used": on an H200, torch SDPA (cuDNN kernels) runs the OLMo-2-1B
-attention fwd+bwd in 2.09 ms against flash-attn 2's 3.44 ms (shared/bench/README.md). So on CUDA every available
+attention fwd+bwd in 2.09 ms against flash-attn 2's 3.44 ms (build-kernels' GPU check). So on CUDA every available
 backend is timed (forward + backward, bf16, the model's batch/sequence/head shapes), checked against SDPA (relative
 error below REL_ERROR_BOUND), and the fastest correct one wins. The answer is cached per (GPU, torch, backends'
 versions, shapes) in the user cache, and a result recorded by `olmo-doctor build-kernels` for the same GPU and

@@ -31,7 +31,7 @@ def padded_vocab(vocab_size: int, multiple: int = 128) -> int:
     return multiple * math.ceil(vocab_size / multiple)
 
 
-DOLMA2_PADDED_VOCAB = 100352  # dolma2 tokenizer: 100278 ids padded to a multiple of 128 (olmo_anchor.md 2.3)
+DOLMA2_PADDED_VOCAB = 100352  # dolma2 tokenizer: 100278 ids padded to a multiple of 128 (OLMo-core)
 OLMO3_SWA = [4096, 4096, 4096, -1]  # 3 sliding layers of 4096 tokens, then 1 full (OLMo-core olmo3_7B)
 
 

@@ -3,7 +3,7 @@
     olmo export-hf runs/olmo/checkpoints/step-001000 hf/my-olmo     # config.json + safetensors + tokenizer
     olmo import-hf hf/OLMo-2-0425-1B ckpt/olmo2-1b                   # a weights-only checkpoint + recipe.yaml
 
-Our parameter names are OLMo-core's, and the key map is OLMo-core's `nn/hf/convert.py` (olmo_anchor.md 5): the
+Our parameter names are OLMo-core's, and the key map is OLMo-core's `nn/hf/convert.py`: the
 OLMo 2 block's post-norms are `post_attention_layernorm` (our `attention_norm`) and
 `post_feedforward_layernorm` (our `feed_forward_norm`), and the head's norm is the model's final `norm`. A model
 with sliding-window layers is exported as Olmo 3 (`layer_types` names each layer; `sliding_window` counts the

@@ -15,7 +15,7 @@ from typing import Any
 #   H100 SXM 1,979 sparse -> 989.5; H100 NVL 1,671 -> 835.5; H100 PCIe 1,513 -> 756.5 (H100 datasheet; the same
 #     three values are in OLMo-core train/callbacks/speed_monitor.py).
 #   H200 SXM 1,979 sparse -> 989.5; H200 NVL 1,671 -> 835.5 (H200 datasheet). OLMo-core has no H200 entry
-#     and falls back to the A100 peak, overstating MFU 3.2x (olmo_anchor.md 3.2).
+#     and falls back to the A100 peak, overstating MFU 3.2x (speed_monitor.py as above).
 #   GH200: the H100-class Hopper GPU, 989.5 (GH200 datasheet: 1,979 sparse).
 #   B200 2,250 dense (OLMo-core speed_monitor.py; B200 datasheet 4.5 PFLOPS sparse per GPU in HGX B200).
 #   A100 312 dense (A100 datasheet, SXM and PCIe). A10 125 dense (A10 datasheet, 250 sparse; not the A10G).

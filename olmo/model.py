@@ -1,6 +1,6 @@
 """The OLMo 2 / OLMo 3 transformer, top to bottom in one file.
 
-OLMo 2 differs from a Llama block in three ways (OLMo-core `ReorderedNormTransformerBlock`, olmo_anchor.md 2.3):
+OLMo 2 differs from a Llama block in three ways (OLMo-core `ReorderedNormTransformerBlock`; arXiv:2501.00656):
 RMSNorm is applied to each sublayer's *output* before the residual add (`h = x + norm(attn(x))`), q and k get
 an RMSNorm over their full projection before RoPE (QK-norm), and RoPE uses theta = 500,000. There are no biases
 and the output head is not tied to the embedding. OLMo 3 adds sliding-window attention on 3 of every 4 layers.

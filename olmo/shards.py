@@ -1,7 +1,7 @@
 """Token shards on disk: the format, its metadata, and `olmo validate-shards`.
 
 A shard is a *headerless* array of token ids, `part-00000.npy`, exactly what `dolma tokens` writes and
-OLMo-core's `NumpyFSLDataset` memory-maps (olmo_anchor.md section 4): documents concatenated, each followed by
+OLMo-core's `NumpyFSLDataset` memory-maps (olmo_core/data/numpy_dataset.py): documents concatenated, each followed by
 the tokenizer's EOS id, no BOS, dtype uint16 when every id fits (vocab <= 65,536) and uint32 otherwise (the
 100,278-token dolma2 vocab). Despite the extension it is not NumPy's .npy format: read it with
 `np.memmap(path, dtype=..., mode="r")`, not `np.load`.

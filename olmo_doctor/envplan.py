@@ -14,8 +14,8 @@ from olmo_doctor import tables
 from olmo_doctor.facts import FactValue, gpu_indices
 
 # Peak RSS of one nvcc job compiling a flash-attn 2 translation unit with NVCC_THREADS=1, measured on an H200
-# host with nvcc 13.0: 4 to 6.3 GB (issue #7 measurements; flash-attn PR #2079 budgets ~5 GB per job and
-# thread). We plan with the worst case so MAX_JOBS never runs a box out of memory.
+# host with nvcc 13.0: 4 to 6.3 GB (recipes/README.md, "Where the numbers come from"; flash-attn PR #2079
+# budgets ~5 GB per job and thread). We plan with the worst case so MAX_JOBS never runs a box out of memory.
 NVCC_JOB_GB = 6.5
 # Leave this share of available memory to the OS, the page cache and the rest of the build.
 MEMORY_HEADROOM = 0.9

@@ -12,26 +12,12 @@ from rich.markup import escape
 from olmo_doctor.api import CheckResult
 from olmo_doctor.facts import FACT_KEYS, FactValue, gpu_indices, is_unknown, with_defaults
 from olmo_doctor.findings import Finding, consequences, roots
+from olmo_doctor.rules.causes import AREAS
+from olmo_doctor.rules.model import cause_areas
 
 MARK = {"ok": "[green]✓[/]", "error": "[red]✗[/]", "warning": "[yellow]![/]", "info": "[blue]•[/]",
         "unknown": "[dim]?[/]"}
 PLAIN_MARK = {"ok": "✓", "error": "✗", "warning": "!", "info": "•", "unknown": "?"}
-
-# Which summary line a cause belongs to.
-AREA_OF_CAUSE: dict[str, str] = {
-    "no_gpu": "GPU", "driver_too_old": "GPU", "gpu_arch_unsupported": "GPU", "nccl_p2p": "GPU",
-    "cuda_home_missing": "CUDA", "cuda_version_mismatch": "CUDA", "nvcc_too_old": "CUDA",
-    "nvcc_too_old_for_arch": "CUDA", "nvcc_dropped_old_arch": "CUDA", "glibc_cuda_headers": "CUDA",
-    "unsupported_gcc": "Compiler", "glibc_or_glibcxx_missing": "C libraries",
-    "compile_oom_killed": "Machine", "disk_space": "Machine", "ulimit_nofile": "Machine", "nccl_shm": "Machine",
-    "memlock_limit": "Machine", "nccl_wsl": "Machine", "nccl_config": "Machine",
-    "python_version": "Python", "setuptools_pip": "Python", "ninja_missing": "Python",
-    "unmet_requirement": "Python", "compiler_missing": "Compiler",
-    "build_isolation_no_torch": "Python", "shadowed_module": "Python",
-    "torch_cpu_build": "torch", "no_kernel_image_arch_list": "torch", "out_of_memory_training": "torch",
-    "abi_undefined_symbol": "Kernels", "xformers_torch_pin_conflict": "Kernels", "xformers_no_cuda_build": "Kernels",
-}
-AREAS = ["GPU", "CUDA", "Compiler", "C libraries", "Machine", "Python", "torch", "Kernels"]
 
 
 def _v(facts: Mapping[str, FactValue], key: str, absent: str = "?") -> str:
@@ -111,8 +97,9 @@ def area_status(findings: list[Finding], facts: Mapping[str, FactValue] | None =
     if facts is not None:
         status.update({a: "unknown" for a, keys in AREA_FACTS.items() if all(is_unknown(facts, k) for k in keys)})
     rank = {"ok": 4, "unknown": 3, "info": 2, "warning": 1, "error": 0}
+    area_of = cause_areas()
     for finding in findings:
-        area = AREA_OF_CAUSE.get(finding.cause, "Machine")
+        area = area_of.get(finding.cause, "Machine")  # only a finding made outside the rules lacks a cause row
         if rank[finding.severity] < rank[status[area]]:
             status[area] = finding.severity
     return status

@@ -1,8 +1,8 @@
 """Compatibility tables, one source per row set. Rules and plans look facts up here instead of remembering.
 
-Every table cites where it was read (see shared research notes `doctor_anchors.md` §2–§6, `kernels_build.md` §1);
-where an artefact on the machine can answer (crt/host_config.h, torch.cuda.get_arch_list()) the probe reads it
-and these tables are the fallback.
+Every table cites where it was read (NVIDIA's release notes and nvcc documentation, PyTorch's and the kernel
+packages' sources, as each comment says); where an artefact on the machine can answer (crt/host_config.h,
+torch.cuda.get_arch_list()) the probe reads it and these tables are the fallback.
 """
 
 from __future__ import annotations
@@ -210,8 +210,8 @@ def arch_list_covers(arch_list: object, cc: object) -> bool | None:
 
 # --- Rule helpers: TORCH_CUDA_ARCH_LIST, nvcc targets, libstdc++ and torch wheel indexes ---
 
-# Named entries torch.utils.cpp_extension._get_cuda_arch_flags expands (pytorch torch/utils/cpp_extension.py,
-# read in shared research kernels_build.md §3.1). Only the names whose expansion was read are listed.
+# Named entries torch.utils.cpp_extension._get_cuda_arch_flags expands (its `named_arches` table in pytorch's
+# torch/utils/cpp_extension.py). Only the names whose expansion was read are listed.
 _NAMED_ARCHS: dict[str, str] = {
     "ampere": "8.0;8.6+PTX", "ada": "8.9+PTX", "hopper": "9.0+PTX", "blackwell": "10.0;12.0+PTX",
     "ampere+tegra": "8.7",
@@ -244,7 +244,7 @@ def _nvcc_can_build(nvcc_mm: tuple[int, int], sm: int, suffix: str) -> bool:
     if sm not in targets:
         return False
     # arch-specific 'a' targets: sm_90a from 12.0, the Blackwell ones arrive with their base sm (12.8/12.9);
-    # family 'f' targets from 12.9 (ptxas --help of NVIDIA's wheels, research doctor_anchors.md §4)
+    # family 'f' targets from 12.9 (the target lists `ptxas --help` prints in NVIDIA's nvcc wheels)
     if suffix == "a" and sm == 90:
         return nvcc_mm >= (12, 0)
     if suffix == "f":

@@ -1,6 +1,6 @@
 """Fact dicts for the machines the build planner is tested on (dotted keys from olmo_doctor/facts.py).
 
-H200 values are copied from shared/fixtures/h200-gpu (collect_env.txt, env.txt, torch.txt); the others are
+H200 values are copied from tests/fixtures/machines/h200 (collect_env.txt, env.txt, torch.txt); the others are
 typical configurations of the machines the issue lists, written out by hand.
 """
 

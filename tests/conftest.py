@@ -1,22 +1,22 @@
-"""Shared test helpers: fixture paths, an isolated user cache, and the CLI runner."""
+"""Session-wide test setup: an isolated user cache and the --update-goldens option (helpers live in
+tests/helpers.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "fixtures"
-H200 = FIXTURES / "machines" / "h200"
+from helpers import UPDATE_GOLDENS_ENV
 
 
-def shared_dir() -> Path | None:
-    """The steering repo's shared/ folder (beside the checkout, or inside it), when present."""
-    for candidate in (ROOT.parent / "shared", ROOT / "shared"):
-        if candidate.is_dir():
-            return candidate
-    return None
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-goldens", action="store_true",
+                     help="rewrite tests/goldens/ from what the code produces now (review the diff, then commit)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--update-goldens"):
+        os.environ[UPDATE_GOLDENS_ENV] = "1"
 
 
 @pytest.fixture(autouse=True)

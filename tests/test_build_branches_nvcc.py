@@ -1,11 +1,11 @@
 """The branch split's generated files compile with the real nvcc for sm_90 (no GPU needed): a router and one
 branch file of the real flash-attn 2.8.3.post2 sdist after `--subset olmo`, checked with nm for the symbols
 that tie them together (router defines what flash_api.cpp calls and needs the branch entry; the branch defines
-it, with its kernels in a namespace of its own). Skipped without nvcc or the sdist."""
+it, with its kernels in a namespace of its own). Marked slow and network (it downloads the sdist, which fails
+loudly without the registry); skipped only where no CUDA toolkit is installed."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -13,6 +13,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from helpers import cuda_toolkit, toolkit_marks
 
 from olmo_doctor.build.recipes import find_recipe
 from olmo_doctor.build.source import fetch_sdist
@@ -21,22 +22,22 @@ from olmo_doctor.errors import UsageError
 
 FA = find_recipe("flash-attn")
 OLMO = FA.subsets["olmo"]
-NVCC = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
 # the nvcc flags flash-attn 2.8.3.post2's setup.py passes (besides include dirs), for one arch
 SETUP_FLAGS = ["-O3", "-std=c++17", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
                "-U__CUDA_NO_HALF2_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "--expt-relaxed-constexpr",
                "--expt-extended-lambda", "--use_fast_math", "--threads", "1"]
 UNIT = "csrc/flash_attn/src/flash_bwd_hdim128_bf16_causal_sm80"
 
-pytestmark = pytest.mark.skipif(not NVCC.is_file() or shutil.which("nm") is None, reason="needs nvcc and nm")
+pytestmark = [*toolkit_marks(), pytest.mark.network]
+NVCC = (cuda_toolkit() or Path("/usr/local/cuda")) / "bin" / "nvcc"
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         sdist = fetch_sdist(FA, sys.executable)
-    except UsageError as e:
-        pytest.skip(f"flash-attn sdist not available: {e}")
+    except UsageError as e:  # a network test without the network: fail loudly, never skip
+        pytest.fail(f"flash-attn sdist not available (a `network` test): {e}")
     dest = tmp_path_factory.mktemp("fa")
     with tarfile.open(sdist) as tar:
         tar.extractall(dest, filter="data")
@@ -68,7 +69,9 @@ def _compile(tree: Path, tmp: Path, src: str) -> str:
         capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return subprocess.run(["nm", "-C", str(obj)], check=True, capture_output=True, text=True).stdout
+    nm = shutil.which("nm")
+    assert nm, "nm (binutils) is needed to read the compiled symbols"
+    return subprocess.run([nm, "-C", str(obj)], check=True, capture_output=True, text=True).stdout
 
 
 def test_router_compiles_and_calls_its_branches(tree: Path, tmp_path: Path) -> None:

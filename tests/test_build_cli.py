@@ -3,25 +3,17 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import H200, has_nvidia_smi_gpu, run_cli
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "h200-gpu" / "collect_env.txt"
-if not FIXTURE.exists():  # worktrees live next to shared/; a CI clone has shared/ beside the repo
-    FIXTURE = Path("/work/shared/fixtures/h200-gpu/collect_env.txt")
+FIXTURE = H200 / "collect_env.txt"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "olmo_doctor", "build-kernels", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_cli("build-kernels", *args)
 
 
 def test_dry_run_json_from_the_h200_report() -> None:
@@ -63,12 +55,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
-def _has_gpu() -> bool:
-    smi = shutil.which("nvidia-smi")
-    return smi is not None and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
-
-
-@pytest.mark.skipif(_has_gpu(), reason="on a GPU machine this would start a real build")
+@pytest.mark.skipif(has_nvidia_smi_gpu(), reason="on a GPU machine this would start a real build")
 def test_machine_without_gpu_is_refused_without_compiling() -> None:
     plan = json.loads(_cli("--dry-run", "--json").stdout)["plans"][0]
     assert plan["ok"] is False and "BK001" in [b["code"] for b in plan["blockers"]]

@@ -11,18 +11,12 @@ from pathlib import Path
 
 import pytest
 from build_machines import H200, RTX4090_WSL
+from helpers import cuda_toolkit, toolkit_marks
 
 from olmo_doctor.build.plan import BuildRequest, plan_build
 from olmo_doctor.build.recipes import find_recipe
 
 KERNEL = "__global__ void axpy(float a, const float* x, float* y) { y[threadIdx.x] += a * x[threadIdx.x]; }\n"
-
-
-def _cuda_home() -> Path | None:
-    for cand in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if cand and (Path(cand) / "bin" / "nvcc").is_file() and (Path(cand) / "include" / "cuda_runtime.h").is_file():
-            return Path(cand)
-    return None
 
 
 def _tool(home: Path, name: str) -> str | None:
@@ -37,15 +31,15 @@ def _tool(home: Path, name: str) -> str | None:
     return None
 
 
-HOME = _cuda_home()
-pytestmark = pytest.mark.skipif(HOME is None, reason="no CUDA toolkit (CUDA_HOME/bin/nvcc + headers) here")
+HOME = cuda_toolkit()
+pytestmark = toolkit_marks()
 
 
 def _compile(tmp: Path, flags: list[str]) -> tuple[set[str], str]:
     assert HOME is not None
     cuobjdump, nvdisasm = _tool(HOME, "cuobjdump"), _tool(HOME, "nvdisasm")
-    if cuobjdump is None or nvdisasm is None:
-        pytest.skip("cuobjdump/nvdisasm not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
+    if cuobjdump is None or nvdisasm is None:  # the dev extras install both: their absence is a broken install
+        pytest.fail("cuobjdump/nvdisasm not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
     env = {**os.environ, "NVDISASM_PATH": str(Path(nvdisasm).parent)}
     src = tmp / "axpy.cu"
     src.write_text(KERNEL)

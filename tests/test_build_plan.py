@@ -1,4 +1,4 @@
-"""The build planner on the machines of issue 7: archs, MAX_JOBS bounds, refusals, cache key, recipes."""
+"""The build planner on the machines of build_machines.py: archs, MAX_JOBS bounds, refusals, cache key, recipes."""
 
 from __future__ import annotations
 
@@ -58,7 +58,9 @@ def test_max_jobs_never_exceeds_memory_or_cpus(name, subset):
     facts = MACHINES[name]
     p = _plan(facts, subset=subset)
     s = p.sizing
-    usable = float(facts["mem.available_gb"]) * MEMORY_FRACTION - RESERVED_GB
+    mem = facts["mem.available_gb"]
+    assert isinstance(mem, float), name
+    usable = mem * MEMORY_FRACTION - RESERVED_GB
     assert s.jobs >= 1
     assert s.jobs == 1 or s.jobs * s.gb_per_job <= usable
     assert s.jobs * s.threads_per_job <= facts["cpu.count"] or s.jobs == 1
@@ -71,7 +73,9 @@ def test_branch_split_only_when_every_long_job_runs_at_once():
     plan keeps the 7 whole units (fewer, longer jobs finish sooner there)."""
     for name, facts in MACHINES.items():
         p = _plan(facts, subset="olmo")
-        wide = size_jobs(float(facts["mem.available_gb"]), int(facts["cpu.count"]), p.sizing.gb_per_job, 1, 12, None)
+        mem, cpus = facts["mem.available_gb"], facts["cpu.count"]
+        assert isinstance(mem, float) and isinstance(cpus, int), name
+        wide = size_jobs(mem, cpus, p.sizing.gb_per_job, 1, 12, None)
         assert p.split_branches == (wide.jobs >= 10), name
         assert p.compile_jobs == (12 if p.split_branches else 7)
         assert p.sizing.jobs <= p.compile_jobs
@@ -132,7 +136,7 @@ def test_v100_with_cuda13_is_refused_not_compiled():
 
 
 def test_refusals_for_broken_toolchains():
-    assert [b.code for b in _plan(CPU_ONLY).blockers] == ["BK001", "BK003"]
+    assert [b.code for b in _plan(CPU_ONLY).blockers] == ["BK001", "BK008"]
     old = {**H200, "nvcc.version": "12.6"}
     assert [b.code for b in _plan({**old, "gpu.0.compute_capability": "12.0"}).blockers] == ["BK007"]
     assert [b.code for b in _plan(H200, recipe=XF, archs=("9.0",)).blockers] == []

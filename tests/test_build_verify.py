@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import requires_gpu
 
 from olmo_doctor.build import verify
 
@@ -62,20 +63,8 @@ def test_record_replaces_per_gpu_torch_package(tmp_path: Path) -> None:
     assert verify.preferred_backend("x", "y", tmp_path / "missing.json") == "sdpa"
 
 
-def _cuda() -> bool:
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except ImportError:
-        return False
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(
-    not _cuda() or importlib.util.find_spec("flash_attn") is None,
-    reason="needs a CUDA GPU with flash-attn installed",
-)
+@requires_gpu()
+@pytest.mark.skipif(importlib.util.find_spec("flash_attn") is None, reason="flash-attn is not installed")
 def test_gpu_check_of_installed_flash_attn() -> None:
     r = verify.verify("flash-attn", sys.executable, [], shape="2,1024,8,128")
     assert r["ok"], r.get("problems")

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import H200, run_cli
 from typer.testing import CliRunner
 
 from olmo_doctor.cli import app
-from tests.conftest import H200
 
 runner = CliRunner()
 FINDING_KEYS = {"code", "cause", "severity", "title", "message", "fixes"}
@@ -62,8 +60,7 @@ def test_from_report_h200_text_output() -> None:
 def test_garbage_report_exits_2_with_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "garbage.txt"
     bad.write_bytes(b"\x00\xff" * 1000)
-    proc = subprocess.run([sys.executable, "-m", "olmo_doctor", "check", "--from-report", str(bad)],
-                          capture_output=True, text=True)
+    proc = run_cli("check", "--from-report", str(bad))
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
@@ -71,7 +68,7 @@ def test_garbage_report_exits_2_with_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args", [["check", "--scope", "nope"], ["env", "--format", "xml"], ["explain", "OD999"]])
 def test_bad_usage_exits_2_with_one_line(args: list[str]) -> None:
-    proc = subprocess.run([sys.executable, "-m", "olmo_doctor", *args], capture_output=True, text=True)
+    proc = run_cli(*args)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
@@ -101,6 +98,15 @@ def test_rules_and_explain() -> None:
     assert {"code", "cause", "severity", "sources"} <= set(listing[0])
     text = invoke("explain", listing[0]["code"]).stdout
     assert listing[0]["code"] in text and "Sources:" in text
+
+
+def test_build_refusals_are_rules_that_explain_explains() -> None:
+    codes = {r["code"] for r in json.loads(invoke("rules", "--json").stdout)}
+    assert {"BK001", "BK002", "BK003", "BK008", "BK102", "BK103"} <= codes
+    res = invoke("explain", "BK001")
+    assert res.exit_code == 0, res.output
+    assert "no-gpu-to-build-for" in res.stdout and "build-kernels" in res.stdout and "--arch" in res.stdout
+    assert "Fires when" not in res.stdout  # no `when`: the build planner decides
 
 
 def test_facts_keys_lists_the_vocabulary() -> None:

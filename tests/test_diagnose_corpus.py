@@ -1,33 +1,26 @@
-"""`diagnose` on the shared corpus of real failure logs: the confirmed cause must come first for every case.
+"""`diagnose` on the corpus of real failure logs: the confirmed cause must come first for every case.
 
-The corpus lives in the shared research folder beside the repository (`../shared/corpus/failure_logs.jsonl`) or
-inside a CI checkout (`shared/corpus/...`); without it these tests skip and say why. Each case's `env` (what the
-reporter stated about the machine) is turned into the facts a report would give, as `--report` does.
+The corpus is tests/fixtures/corpus/failure_logs.jsonl (real reports from public issue trackers). Each case's
+`env` (what the reporter stated about the machine) is turned into the facts a report would give, as `--report`
+does.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import CORPUS
 
 from olmo_doctor import tables
 from olmo_doctor.diagnose import diagnose_text
 from olmo_doctor.facts import Facts
 
-ROOT = Path(__file__).resolve().parents[1]
-# <repo>/shared (CI), <repo>/../shared (beside the checkout), and further up for worktrees nested one level deeper
-CANDIDATES = [base / "shared" / "corpus" / "failure_logs.jsonl" for base in (ROOT, *ROOT.parents)]
-CORPUS = next((p for p in CANDIDATES if p.is_file()), None)
-SKIP = "shared corpus not found (no shared/corpus/failure_logs.jsonl in the repository or above it)"
-
 
 def load_cases() -> list[dict[str, Any]]:
-    if CORPUS is None:
-        return []
+    """Every case of the corpus; a missing corpus file fails the collection loudly."""
     return [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
 
 
@@ -80,7 +73,6 @@ def env_facts(env: dict[str, str]) -> Facts:
 CASES = load_cases()
 
 
-@pytest.mark.skipif(CORPUS is None, reason=SKIP)
 def test_every_corpus_case_names_its_cause_first(capsys: pytest.CaptureFixture[str]) -> None:
     wrong = []
     for case in CASES:
@@ -94,7 +86,6 @@ def test_every_corpus_case_names_its_cause_first(capsys: pytest.CaptureFixture[s
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.skipif(CORPUS is None, reason=SKIP)
 def test_corpus_logs_alone_mostly_suffice() -> None:
     """Without the env facts the log must still carry the diagnosis for all but the cases that need facts."""
     needs_facts = {"driver_too_old"}  # `is_available() -> False` alone cannot tell a too-old driver from a CPU torch
@@ -106,7 +97,6 @@ def test_corpus_logs_alone_mostly_suffice() -> None:
         assert findings[0].matched_lines, f"{case['id']}: the root cause must quote the log lines"
 
 
-@pytest.mark.skipif(CORPUS is None, reason=SKIP)
 def test_quoted_line_numbers_point_at_the_quoted_text() -> None:
     for case in CASES:
         lines = case["log"].split("\n")

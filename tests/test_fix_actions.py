@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from _fix_sandbox import write_rules
 
-from olmo_doctor.fix.actions import (
+from olmo_doctor.rules.actions import (
     ActionError,
     ActionUnresolved,
     EnvSet,

@@ -24,6 +24,7 @@ def apply_json(*extra: str) -> dict:
     return data
 
 
+@pytest.mark.slow
 def test_env_set_unset_ulimit_applied_and_undone(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch,
                                                  low_nofile: None) -> None:
     monkeypatch.setenv("OLMO_FIX_BAD", "1")
@@ -45,6 +46,7 @@ def test_env_set_unset_ulimit_applied_and_undone(sandbox: Sandbox, monkeypatch: 
     assert sandbox.tree() == before and sandbox.freeze() == freeze
 
 
+@pytest.mark.slow
 def test_pip_install_and_undo(sandbox: Sandbox) -> None:
     before, freeze = sandbox.tree(), sandbox.freeze()
     data = apply_json("--only", "OD902")
@@ -55,6 +57,7 @@ def test_pip_install_and_undo(sandbox: Sandbox) -> None:
     assert sandbox.tree() == before and sandbox.freeze() == freeze
 
 
+@pytest.mark.slow
 def test_downgrade_undone_offline_from_the_journal(sandbox: Sandbox) -> None:
     sandbox.install("tool", "2.0", script="tool-cli")
     make_wheel(sandbox.wheels, "tool", "1.0", script="tool-cli")
@@ -69,6 +72,7 @@ def test_downgrade_undone_offline_from_the_journal(sandbox: Sandbox) -> None:
     assert sandbox.tree() == before  # module, data file, console script, dist-info (INSTALLER, RECORD...)
 
 
+@pytest.mark.slow
 def test_pip_uninstall_undone_with_editable_style_metadata(sandbox: Sandbox) -> None:
     sandbox.install("badpkg", "0.6.0", script="badpkg")
     shutil.rmtree(sandbox.wheels)
@@ -81,6 +85,7 @@ def test_pip_uninstall_undone_with_editable_style_metadata(sandbox: Sandbox) -> 
     assert sandbox.freeze() == freeze and sandbox.tree() == before
 
 
+@pytest.mark.slow
 def test_reinstall_torch_is_unsafe_and_undone(sandbox: Sandbox) -> None:
     sandbox.install("torch", "2.11.0+cu130")
     make_wheel(sandbox.wheels, "torch", "2.11.0+cu128")
@@ -103,6 +108,7 @@ subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--force-re
 """
 
 
+@pytest.mark.slow
 def test_rebuild_kernel_applied_and_undone(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("olmo_doctor.fix.plan.build_kernels_available", lambda: True)
     sandbox.install("fake-build", "1.0", extra={"olmo_doctor/__init__.py": "", "olmo_doctor/__main__.py": FAKE_BUILD})
@@ -130,6 +136,7 @@ def test_rebuild_kernel_waits_for_build_kernels(sandbox: Sandbox, monkeypatch: p
     assert not (sandbox.project / ".olmo-doctor").exists()
 
 
+@pytest.mark.slow
 def test_dry_run_json_is_exactly_what_apply_does(sandbox: Sandbox, low_nofile: None) -> None:
     sandbox.install("badpkg", "0.6.0")
     sandbox.install("tool", "2.0")
@@ -151,6 +158,7 @@ def test_dry_run_json_is_exactly_what_apply_does(sandbox: Sandbox, low_nofile: N
     assert len(list((sandbox.project / ".olmo-doctor" / "journal").glob("0*"))) == 1
 
 
+@pytest.mark.slow
 def test_failure_part_way_rolls_everything_back(sandbox: Sandbox) -> None:
     sandbox.state["test.want_missing"] = True  # OD910 asks for missing-pkg, which no index has
     env_path = sandbox.project / ENV_FILE
@@ -179,6 +187,7 @@ def low_nofile() -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+@pytest.mark.slow
 def test_interrupted_run_is_refused_then_undone(sandbox: Sandbox) -> None:
     """Ctrl-C in the last step rolls the run back. A run killed mid-way (simulated: rollback disabled, as after
     kill -9) leaves an in_progress entry: --apply refuses until --undo has put everything back."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from olmo_doctor.fix import envfile
-from olmo_doctor.fix.actions import EnvSet, EnvUnset, Ulimit
+from olmo_doctor.rules.actions import EnvSet, EnvUnset, Ulimit
 
 ENTRIES = [
     envfile.entry(EnvSet("CUDA_HOME", "/opt/cuda 13"), "OD210 Point CUDA_HOME at the toolkit"),

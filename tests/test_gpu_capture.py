@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
+from helpers import FIXTURES
+
 from olmo_doctor.api import run_check
 from olmo_doctor.report import load_report
-from tests.conftest import FIXTURES
 
 CAPTURE = FIXTURES / "machines" / "h200-check" / "check.json"
 NCCL = FIXTURES / "machines" / "h200x2-nccl-check.json"

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import H200
 
 from olmo_doctor.api import run_check
 from olmo_doctor.errors import UsageError
 from olmo_doctor.report import load_report, parse_text, redact
-from tests.conftest import H200
 
 EXPECTED = {
     "gpu.0.name": "NVIDIA H200",

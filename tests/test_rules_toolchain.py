@@ -10,13 +10,14 @@ import pytest
 from olmo_doctor import tables
 from olmo_doctor.facts import Facts
 from olmo_doctor.findings import Finding
+from olmo_doctor.rules.actions import OPS
 from olmo_doctor.rules.engine import fires, run_rules, to_finding
 from olmo_doctor.rules.expr import compile_expr
 from olmo_doctor.rules.model import load_rules
 
 TOOLCHAIN = tuple(r for r in load_rules() if r.code.startswith("OD1"))
 
-# shared/fixtures/h200-gpu/ (env.txt, collect_env.txt, torch.txt) written out as facts
+# tests/fixtures/machines/h200/ (env.txt, collect_env.txt, torch.txt) written out as facts
 H200: Facts = {
     "gpu.count": 1,
     "gpu.source": "nvidia-smi",
@@ -226,19 +227,8 @@ def test_glibcxx_and_torch_index_helpers() -> None:
     assert tables.last_nvcc_for_cc("3.7") == "11.8"  # CUDA 12.0 removed Kepler
 
 
-ACTION_FIELDS = {
-    "env_set": {"name", "value"},
-    "env_unset": {"name"},
-    "ulimit": {"resource", "value"},
-    "pip_install": {"requirement"},
-    "pip_uninstall": {"package"},
-    "rebuild_kernel": {"package"},
-    "reinstall_torch": {"index"},
-}
-
-
 def test_fix_actions_come_from_the_closed_set() -> None:
-    """known_issues/SCHEMA.md's table of fix actions: only these ops, with exactly their fields."""
+    """Only the schema's ops (olmo_doctor/rules/actions.py OPS), with exactly their fields."""
     for rule in TOOLCHAIN:
         for fix in rule.fixes:
             if fix.applicability == "manual":
@@ -246,8 +236,8 @@ def test_fix_actions_come_from_the_closed_set() -> None:
                 continue
             assert fix.action is not None, rule.code
             op = fix.action.get("op")
-            assert op in ACTION_FIELDS, (rule.code, op)
-            assert set(fix.action) - {"op"} == ACTION_FIELDS[op], (rule.code, fix.action)
+            assert op in OPS, (rule.code, op)
+            assert set(fix.action) - {"op"} == set(OPS[op]), (rule.code, fix.action)
             # replacing torch or a compiled kernel is never 'safe'
             replaces = op in ("reinstall_torch", "rebuild_kernel", "pip_uninstall")
             if replaces or str(fix.action.get("requirement", "")).startswith("torch"):

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import CORPUS
 
 from olmo_doctor import tables
 from olmo_doctor.diagnose import diagnose_file, diagnose_text
@@ -16,9 +17,6 @@ from olmo_doctor.rules.model import load_rules
 
 ROOT = Path(__file__).resolve().parent
 LOGS = ROOT / "fixtures" / "logs"
-CORPUS = ROOT.parents[1] / "shared" / "corpus" / "failure_logs.jsonl"
-if not CORPUS.exists():  # worktrees live beside main; the shared folder is /work/shared
-    CORPUS = Path("/work/shared/corpus/failure_logs.jsonl")
 
 RULES = load_rules()
 TOOLCHAIN_CAUSES = sorted({r.cause for r in RULES if r.code.startswith("OD1") and r.signatures} - {"no_gpu"})
@@ -75,16 +73,14 @@ def env_facts(env: dict[str, str]) -> Facts:
 
 
 def _corpus() -> list[dict[str, object]]:
-    if not CORPUS.exists():
-        return []
     cases = [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
     return [c for c in cases if c["category"] in TOOLCHAIN_CAUSES]
 
 
 CASES = _corpus()
+assert CASES, f"{CORPUS} holds no toolchain case"
 
 
-@pytest.mark.skipif(not CASES, reason="shared corpus not present")
 def test_corpus_toolchain_cases_rank_the_confirmed_cause_first() -> None:
     results = []
     for case in CASES:
@@ -96,7 +92,6 @@ def test_corpus_toolchain_cases_rank_the_confirmed_cause_first() -> None:
     assert correct == len(results), [r for r in results if r[1] != r[2]]
 
 
-@pytest.mark.skipif(not CASES, reason="shared corpus not present")
 def test_corpus_toolchain_cases_without_facts() -> None:
     """From the log alone every case but the silent driver one (its log is only `is_available()` / `False`)."""
     for case in CASES:

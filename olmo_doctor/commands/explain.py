@@ -32,6 +32,8 @@ def register(app: typer.Typer) -> None:
             out.append(f"Example: {' '.join(rule.example.split())}")
         if rule.when:
             out.append(f"Fires when: {rule.when}")
+        elif rule.for_build:  # the condition needs the recipe and the job sizing, so it is code, not `when`
+            out.append("Checked by: olmo-doctor build-kernels, as it plans a build (olmo_doctor/build/checks.py)")
         for fix in rule.fixes:
             out.append(f"Fix ({fix.applicability}): {fix.title}")
             out += [f"    $ {c}" for c in fix.commands]

@@ -21,7 +21,7 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from olmo_doctor.fix.actions import ULIMIT_FLAGS, EnvSet, EnvUnset, Ulimit
+from olmo_doctor.rules.actions import ULIMIT_FLAGS, EnvSet, EnvUnset, Ulimit
 from olmo_doctor.shell import assign, comment
 
 ENV_FILE = ".olmo-doctor/env.sh"

@@ -26,7 +26,8 @@ from packaging.version import InvalidVersion, Version
 from olmo_doctor.errors import UsageError
 from olmo_doctor.findings import Finding, Fix
 from olmo_doctor.fix import envfile
-from olmo_doctor.fix.actions import (
+from olmo_doctor.fix.pyenv import PyEnv, pip_argv
+from olmo_doctor.rules.actions import (
     ENV_ACTIONS,
     Action,
     ActionBadValue,
@@ -41,7 +42,6 @@ from olmo_doctor.fix.actions import (
     parse_actions,
     touches_compiled,
 )
-from olmo_doctor.fix.pyenv import PyEnv, pip_argv
 from olmo_doctor.shell import has_control
 
 ENV_CODE = "env"  # --only env selects the recommended exports

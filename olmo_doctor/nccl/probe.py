@@ -3,7 +3,8 @@
 Expected bandwidth per link (per direction): NVLink 3/4 carry 25 GB/s per link (A100: 12 links = 300 GB/s,
 H100/H200: 18 links = 450 GB/s; NVIDIA A100/H100 datasheets), so `NV18` in `nvidia-smi topo -m` means 450 GB/s.
 PCIe x16 carries ~31.5 GB/s (Gen4) or ~63 GB/s (Gen5) per direction. Measured all-reduce busbw reaches roughly
-75% of that on a healthy box (2x H200 over NV18: 339 GB/s at 2 GiB, shared/bench/README.md).
+75% of that on a healthy box (2x H200 over NV18: 339-341 GB/s at 2 GiB with this probe's worker;
+tests/fixtures/machines/h200x2-nccl-check.json is one such check).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Container limits from cgroups (v2 and v1): the memory and CPU a build may really use.
 
 psutil and os.cpu_count() read the host's /proc, so inside Docker, Kubernetes or Slurm they overstate what a
-build can use; flash-attn's own MAX_JOBS guess makes exactly that mistake (kernels_build.md §1.2).
+build can use; flash-attn's own MAX_JOBS guess makes exactly that mistake (its setup.py sizes jobs from
+os.cpu_count() and psutil.virtual_memory(), which see the host, not the cgroup).
 """
 
 from __future__ import annotations

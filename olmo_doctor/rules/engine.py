@@ -35,7 +35,7 @@ def render(template: str, facts: Mapping[str, FactValue], extra: Mapping[str, An
 
 def _field(name: str, spec: str | None, facts: Mapping[str, FactValue], extra: Mapping[str, Any] | None) -> str:
     if extra and name in extra:
-        return str(extra[name])
+        return format(extra[name], spec) if spec else str(extra[name])
     try:
         value = evaluate(name, facts)
         if spec:  # {nccl.efficiency * 100:.0f}
@@ -106,6 +106,15 @@ def to_finding(rule: Rule, facts: Mapping[str, FactValue], extra: Mapping[str, A
         why=rule.why.strip(),
         sources=list(rule.sources),
     )
+
+
+def build_finding(code: str, facts: Mapping[str, FactValue], **extra: Any) -> Finding:
+    """The finding of build rule `code` (scope build), which olmo_doctor/build/checks.py decided fires; `extra`
+    fills the template fields the facts do not hold (the package, its recipe's minimums, the job sizing)."""
+    rule = next((r for r in load_rules() if r.code == code), None)
+    if rule is None or not rule.for_build:
+        raise LookupError(f"no build rule {code} in known_issues/ (a BK rule with scope [\"build\"])")
+    return to_finding(rule, facts, extra)
 
 
 def _render_action(action: Any, facts: Mapping[str, FactValue], extra: Mapping[str, Any]) -> Any:

@@ -12,6 +12,7 @@ from typing import Any
 
 from olmo_doctor.findings import SEVERITY_ORDER
 from olmo_doctor.resources import data_dir, read_cache, user_cache_dir, write_cache
+from olmo_doctor.rules.causes import Cause, RuleError, parse_causes
 from olmo_doctor.rules.expr import ExprError, compile_expr
 
 if sys.version_info >= (3, 11):
@@ -19,13 +20,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-SCOPES = ("install", "train")
+__all__ = ["Case", "FixSpec", "Rule", "RuleError", "Signature", "causes", "find_rule", "load_rules"]
+
+# `build` rules are the refusals and warnings of `build-kernels`: their condition needs the recipe and the job
+# sizing, so olmo_doctor/build/checks.py decides when they fire; `check` never evaluates them.
+SCOPES = ("install", "train", "build")
 APPLICABILITY = ("safe", "unsafe", "manual")
-_CODE = re.compile(r"^OD\d{3}$")
-
-
-class RuleError(ValueError):
-    """A rules file breaks the schema; the message names the file and the field."""
+_CODE = re.compile(r"^(OD|BK)\d{3}$")
+# `check = "module.function"`, the module inside olmo_doctor (e.g. "build_checks.compile_jobs_exceed_memory")
+_CHECK = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+$")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class Case:
     facts: dict[str, Any]
     fires: bool
     scope: str | None = None
+    # build rules only: the build-kernels request the case plans (package, and optionally jobs, archs, subset)
+    build: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -86,20 +91,31 @@ class Rule:
     consequence_of: tuple[str, ...] = ()
 
     def in_scope(self, scope: str) -> bool:
-        return scope == "all" or scope in self.scopes
+        """`all` is every scope `check` judges (install and train), never the build planner's own rules."""
+        return scope in self.scopes or (scope == "all" and "build" not in self.scopes)
+
+    @property
+    def for_build(self) -> bool:
+        return self.scopes == ("build",)
+
+
+def cause_table() -> dict[str, Cause]:
+    """known_issues/CAUSES.md's table, slug -> Cause (meaning and summary area); parsed with the rules' cache."""
+    return _database(data_dir("known_issues"))[0]
 
     def severity_for(self, scope: str) -> str:
         """`severity` where a build is planned (`--scope install`, build-kernels), else `unplanned_severity`."""
         return self.severity if scope == "install" or self.unplanned_severity is None else self.unplanned_severity
 
 
-@lru_cache(maxsize=1)
 def causes() -> dict[str, str]:
-    """The cause vocabulary: slug -> meaning, read from known_issues/CAUSES.md's table."""
-    text = (data_dir("known_issues") / "CAUSES.md").read_text()
-    rows = dict(re.findall(r"^\|\s*([a-z0-9_]+)\s*\|\s*(.+?)\s*\|\s*$", text, re.M))
-    rows.pop("cause", None)  # the table's header row
-    return rows
+    """The cause vocabulary: slug -> meaning."""
+    return {slug: c.meaning for slug, c in cause_table().items()}
+
+
+def cause_areas() -> dict[str, str]:
+    """Which summary line of `check` each cause belongs to: slug -> area."""
+    return {slug: c.area for slug, c in cause_table().items()}
 
 
 def _req(data: dict[str, Any], key: str, path: Path, kind: type = str) -> Any:
@@ -108,14 +124,15 @@ def _req(data: dict[str, Any], key: str, path: Path, kind: type = str) -> Any:
     return data[key]
 
 
-def parse_rule(data: dict[str, Any], path: Path) -> Rule:
+def parse_rule(data: dict[str, Any], path: Path, vocabulary: dict[str, Cause] | None = None) -> Rule:
+    vocabulary = cause_table() if vocabulary is None else vocabulary
     code = _req(data, "code", path)
     if not _CODE.match(code):
-        raise RuleError(f"{path.name}: code '{code}' must look like OD123")
+        raise RuleError(f"{path.name}: code '{code}' must look like OD123 (or BK123 for a build-kernels rule)")
     if not path.name.startswith(code):
         raise RuleError(f"{path.name}: file name must start with the rule code {code}")
     cause = _req(data, "cause", path)
-    if cause not in causes():
+    if cause not in vocabulary:
         raise RuleError(f"{path.name}: cause '{cause}' is not in known_issues/CAUSES.md")
     severity = _req(data, "severity", path)
     if severity not in SEVERITY_ORDER:
@@ -126,12 +143,16 @@ def parse_rule(data: dict[str, Any], path: Path) -> Rule:
     roots = data.get("consequence_of", [])
     if not isinstance(roots, list) or any(not isinstance(c, str) or not _CODE.match(c) or c == code for c in roots):
         raise RuleError(f"{path.name}: consequence_of must be a list of other rule codes, e.g. [\"OD110\"]")
-    scopes = data.get("scope", list(SCOPES))
+    scopes = data.get("scope", ["install", "train"])  # a rule of `check` unless it says otherwise
     scopes = [scopes] if isinstance(scopes, str) else scopes
     if not scopes or any(s not in SCOPES for s in scopes):
         raise RuleError(f"{path.name}: scope must be a subset of {SCOPES}")
     when, check = data.get("when"), data.get("check")
-    if (when is None) == (check is None) and not data.get("signature"):
+    if "build" in scopes:
+        if scopes != ["build"] or when is not None or check is not None:
+            raise RuleError(f"{path.name}: a build rule has scope [\"build\"] only and no 'when' or 'check' "
+                            "(olmo_doctor/build/checks.py decides when it fires)")
+    elif (when is None) == (check is None) and not data.get("signature"):
         raise RuleError(f"{path.name}: give exactly one of 'when' (an expression) or 'check' (a function name)")
     if check is not None:
         from olmo_doctor.rules.registry import resolve
@@ -159,9 +180,13 @@ def parse_rule(data: dict[str, Any], path: Path) -> Rule:
         sigs.append(Signature(_req(sg, "pattern", path), flags, float(sg.get("weight", 1.0)), sg.get("role", "cause")))
     cases = []
     for i, tc in enumerate(data.get("test", [])):
+        build = tc.get("build", {})
+        if ("build" in scopes) != isinstance(build.get("package") if isinstance(build, dict) else None, str):
+            raise RuleError(f"{path.name}: test[{i}]: a build rule's case names the request it plans, e.g. "
+                            "build = { package = \"flash-attn\" }; the cases of other rules have no 'build'")
         for key, fires in (("fires", True), ("quiet", False)):
             if key in tc:
-                cases.append(Case(dict(tc[key]), fires, tc.get("scope")))
+                cases.append(Case(dict(tc[key]), fires, tc.get("scope"), dict(build)))
         if "fires" not in tc and "quiet" not in tc:
             raise RuleError(f"{path.name}: test[{i}] needs 'fires' or 'quiet'")
     sources = data.get("sources", [])
@@ -202,22 +227,28 @@ def load_file(path: Path) -> Rule:
 def _check_actions(data: dict[str, Any], path: Path) -> None:
     """Typed fix actions are validated when a rule file is (re)parsed, which is also when the parse cache is
     rebuilt: the validator needs packaging.requirements, too slow to import on every `check`."""
-    from olmo_doctor.fix.actions import actions_error
+    from olmo_doctor.rules.actions import actions_error
 
     for i, fx in enumerate(data.get("fix", [])):
         if "action" in fx and (err := actions_error(fx["action"], fx.get("applicability"))):
             raise RuleError(f"{path.name}: fix[{i}].action: {err} (see known_issues/SCHEMA.md, Fix actions)")
 
 
-def _parsed_tomls(paths: list[Path]) -> list[dict[str, Any]]:
-    """The TOML of every rule file. tomllib is pure Python (~0.5 ms a file), so the parsed data is cached as
-    JSON keyed by the files' names, sizes and mtimes; any edit to a rule file invalidates it."""
-    stamp = hashlib.sha256(
-        "\0".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in paths).encode()).hexdigest()[:16]
+@lru_cache(maxsize=4)
+def _database(folder: Path) -> tuple[dict[str, Cause], list[tuple[Path, dict[str, Any]]]]:
+    """The cause table and the TOML of every rule file in `folder`. tomllib is pure Python (~0.5 ms a file),
+    so both are cached as JSON keyed by the files' names, sizes and mtimes; any edit invalidates the cache.
+    The causes always come from the project's known_issues/CAUSES.md (a test folder of rules shares them)."""
+    causes_md = data_dir("known_issues") / "CAUSES.md"
+    paths = sorted(folder.glob("*.toml"))
+    stamp = hashlib.sha256("\0".join(
+        f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in [causes_md, *paths]).encode()).hexdigest()[:16]
     cache = user_cache_dir() / "rules" / f"{stamp}.json"
     cached = read_cache(cache)
-    if isinstance(cached, list) and len(cached) == len(paths):
-        return cached
+    if isinstance(cached, dict) and len(cached.get("rules", [])) == len(paths):
+        table = {slug: Cause(slug, area, meaning) for slug, area, meaning in cached["causes"]}
+        return table, list(zip(paths, cached["rules"], strict=True))
+    table = parse_causes(causes_md.read_text(), "known_issues/CAUSES.md")
     data: list[dict[str, Any]] = []
     for path in paths:
         try:
@@ -225,16 +256,18 @@ def _parsed_tomls(paths: list[Path]) -> list[dict[str, Any]]:
         except tomllib.TOMLDecodeError as e:
             raise RuleError(f"{path.name}: not valid TOML: {e}") from None
         _check_actions(data[-1], path)
-    write_cache(cache, data)
-    return data
+    write_cache(cache, {"causes": [[c.slug, c.area, c.meaning] for c in table.values()], "rules": data})
+    return table, list(zip(paths, data, strict=True))
 
 
 @lru_cache(maxsize=4)
 def load_rules(folder: Path | None = None) -> tuple[Rule, ...]:
-    """Every rule in known_issues/, sorted by code; duplicate codes are an error."""
-    folder = folder or data_dir("known_issues")
-    paths = sorted(folder.glob("OD*.toml"))
-    rules = [parse_rule(data, path) for data, path in zip(_parsed_tomls(paths), paths, strict=True)]
+    """Every rule in known_issues/ (OD checks and diagnoses, BK build refusals), sorted by file name; duplicate
+    codes are an error."""
+    table, files = _database(folder or data_dir("known_issues"))
+    if folder is not None:  # a test folder of rules shares the project's causes
+        table = cause_table()
+    rules = [parse_rule(data, path, table) for path, data in files]
     seen: dict[str, Path] = {}
     for r in rules:
         if r.code in seen:

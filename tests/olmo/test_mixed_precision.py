@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import requires_gpu
 
 from olmo.config import ModelConfig, OptimConfig
 from olmo.fused_adamw import adamw_step
@@ -184,8 +185,7 @@ def test_compiled_blocks_route_gradients_to_the_copies() -> None:
     assert all(p.grad is None for p in opt.copies)  # type: ignore[attr-defined]
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@requires_gpu()
 def test_triton_kernel_matches_reference() -> None:
     g = torch.Generator(device="cuda").manual_seed(0)
     shapes = [(4099,), (257, 129), (2048, 64)]

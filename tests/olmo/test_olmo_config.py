@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("name", "d_model", "layers", "heads", "kv", "mlp"), [
-    # OLMo-core factories (src/olmo_core/nn/transformer/config.py) and olmo_anchor.md tables 2.2 / 2.4
+    # OLMo-core factories (src/olmo_core/nn/transformer/config.py)
     ("olmo2_14m", 128, 4, 8, 8, 512),
     ("olmo2_30m", 256, 4, 8, 8, 768),
     ("olmo2_60m", 384, 8, 8, 8, 1536),
@@ -35,8 +35,8 @@ def test_named_sizes_match_olmo_core(name: str, d_model: int, layers: int, heads
 
 
 def test_parameter_counts_match_the_anchor() -> None:
-    # olmo_anchor.md 2.2 (derived, V=100352, untied): 1.49B (1.07B in the blocks), 7.30B, 13.72B, 32.23B.
-    # The exact 1B count is 1,484,916,736 (HF lists OLMo-2-0425-1B as 1.48B); the anchor rounded up.
+    # derived from the shapes (V=100352, untied): 1.49B (1.07B in the blocks), 7.30B, 13.72B, 32.23B.
+    # The exact 1B count is 1,484,916,736 (HF lists OLMo-2-0425-1B as 1.48B); 1.49B is that rounded up.
     m = ModelConfig.olmo2_1b_v2()
     assert m.num_params() == 1_484_916_736
     head = m.d_model * m.vocab_size + m.d_model

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import requires_gpu
 
 from olmo import checkpoint
 from olmo.config import TrainConfig
@@ -156,8 +157,7 @@ def test_parallel_settings_are_validated(micro: Callable[..., TrainConfig], tmp_
         validate(cfg, world_size=3)  # 8 sequences cannot split over 3 ranks of 4
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+@requires_gpu(2)
 def test_fsdp_on_two_gpus_matches_one(tiny_data: Path, tmp_path: Path, micro: Callable[..., TrainConfig]) -> None:
     """NCCL instead of gloo, fp32 so the bound stays 1e-4 (TF32 is off for fp32 matmuls by default in torch)."""
     cfg = _config(micro, tiny_data, tmp_path / "one")

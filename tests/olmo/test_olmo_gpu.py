@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import gpu_marks
 
 from olmo.attention import BACKENDS
 from olmo.config import TrainConfig
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = gpu_marks()
 
 
 def test_smoke_on_gpu() -> None:

@@ -36,7 +36,7 @@ def test_peak_per_gpu(name: str, tflops: float) -> None:
 def test_unknown_gpu_has_no_mfu() -> None:
     assert peak_flops("NVIDIA GeForce GTX 1080") is None and peak_flops("NVIDIA A10G") is None
     assert mfu(50_000, 10**10, None) is None
-    # 54,652 tok/s on OLMo-core's olmo2_1B shape at seq 4096 on one H200 (shared/bench/README.md): 56.9% MFU
+    # 54,652 tok/s on OLMo-core's olmo2_1B shape at seq 4096 on one H200 (bench/train_throughput.py): 56.9% MFU
     m = ModelConfig.olmo2_1b()
     assert round(mfu(54_652, m.flops_per_token(4096), peak_flops("NVIDIA H200")) or 0, 3) == 0.569
 

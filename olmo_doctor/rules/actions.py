@@ -1,6 +1,8 @@
 """Fix actions: the closed set of typed operations `olmo-doctor fix --apply` can perform.
 
-A rule's fix carries `action = { op = "...", ... }` (known_issues/SCHEMA.md, "Fix actions"). Two checks guard it:
+A rule's fix carries `action = { op = "...", ... }`. The dataclasses below are the schema, the one place it is
+declared (OPS, op -> fields, is derived from them); known_issues/SCHEMA.md's "Fix actions" table documents it and
+tests/test_rules.py holds the two equal. Two checks guard it:
 `action_error` checks the shape when a rule loads (template fields such as "{cuda.toolkit_root}" allowed), and
 `parse_action` turns a rendered action into one of the typed operations below, strictly: an unknown op, a missing
 or extra field, or a bad value is an ActionError that names the rule. Nothing here runs anything; the planner asks
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -19,16 +21,6 @@ from packaging.utils import canonicalize_name
 
 from olmo_doctor.shell import has_control
 
-# op -> its fields, all required, no others allowed.
-OPS: dict[str, tuple[str, ...]] = {
-    "env_set": ("name", "value"),
-    "env_unset": ("name",),
-    "ulimit": ("resource", "value"),
-    "pip_install": ("requirement",),
-    "pip_uninstall": ("package",),
-    "rebuild_kernel": ("package",),
-    "reinstall_torch": ("index",),
-}
 KERNELS = ("flash-attn", "xformers")
 ULIMIT_FLAGS = {"nofile": "-n", "memlock": "-l"}  # `ulimit -l` counts KiB, `-n` counts files
 TORCH_INDEX_URL = "https://download.pytorch.org/whl/{index}"
@@ -132,6 +124,10 @@ class ReinstallTorch:
 
 
 Action = EnvSet | EnvUnset | Ulimit | PipInstall | PipUninstall | RebuildKernel | ReinstallTorch
+ACTION_TYPES = (EnvSet, EnvUnset, Ulimit, PipInstall, PipUninstall, RebuildKernel, ReinstallTorch)
+# The schema, derived from the types above: op -> its fields, all required, no others allowed.
+OPS: dict[str, tuple[str, ...]] = {t.op: tuple(f.name for f in fields(t)) for t in ACTION_TYPES}
+_TYPE_OF_OP = {t.op: t for t in ACTION_TYPES}
 ENV_ACTIONS = (EnvSet, EnvUnset, Ulimit)
 
 
@@ -240,9 +236,7 @@ def parse_action(raw: object, where: str) -> Action:
             raise ActionUnresolved(f"{where}: {op} {key} needs a fact this machine did not report ({value!r})")
         if err := _check_value(op, key, value):
             raise ActionBadValue(f"{where}: op {op}: {err}")
-    cls = {"env_set": EnvSet, "env_unset": EnvUnset, "ulimit": Ulimit, "pip_install": PipInstall,
-           "pip_uninstall": PipUninstall, "rebuild_kernel": RebuildKernel, "reinstall_torch": ReinstallTorch}[op]
-    return cls(**values)
+    return _TYPE_OF_OP[op](**values)
 
 
 def parse_actions(raw: object, where: str) -> list[Action]:
