@@ -10,7 +10,7 @@ import pytest
 
 from olmo_doctor.facts import FactValue
 from olmo_doctor.report import load_report
-from tests.conftest import FIXTURES
+from tests.helpers import FIXTURES
 
 REPORTS = FIXTURES / "reports"
 A100 = {f"gpu.{i}.name": "NVIDIA A100-SXM4-40GB" for i in range(8)}

@@ -11,7 +11,7 @@ import pytest
 
 from olmo_doctor.errors import UsageError
 from olmo_doctor.report import load_report
-from tests.conftest import FIXTURES, ROOT
+from tests.helpers import FIXTURES, ROOT
 
 BASE = (FIXTURES / "reports" / "torch2.0-v100-lscpu.txt").read_text()
 

@@ -12,7 +12,7 @@ from olmo_doctor.api import run_check
 from olmo_doctor.cli import app
 from olmo_doctor.render import area_lines
 from olmo_doctor.rules.expr import truth
-from tests.conftest import FIXTURES
+from tests.helpers import FIXTURES
 
 REPORTS = FIXTURES / "reports"
 runner = CliRunner()

@@ -127,7 +127,7 @@ HEAD = 'name = "x"\ncause = "no_gpu"\nseverity = "error"\ntitle = "t"\nmessage =
 @pytest.mark.parametrize(("name", "body", "needle"), [
     ("BK900-x.toml", 'code = "BK900"\nscope = ["build"]\nwhen = "gpu.count == 0"\n', "build rule"),
     ("BK901-x.toml", 'code = "BK901"\nscope = ["build"]\n[[test]]\nfires = { "gpu.count" = 0 }\n', "names the request"),
-    ("OD900-x.toml", 'code = "OD900"\ncheck = "compile_jobs_exceed_memory"\n', "module.function"),
+    ("OD900-x.toml", 'code = "OD900"\ncheck = "compile_jobs_exceed_memory"\n', "not a registered check"),
     ("XY900-x.toml", 'code = "XY900"\nwhen = "gpu.count == 0"\n', "must look like OD123"),
 ])
 def test_malformed_rules_are_refused_at_load(tmp_path: Path, name: str, body: str, needle: str) -> None:

@@ -24,7 +24,7 @@ from olmo_doctor.build.plan import BuildRequest, plan_build
 from olmo_doctor.build.recipes import find_recipe
 from olmo_doctor.build.source import prepare
 from olmo_doctor.errors import UsageError
-from tests.conftest import H200 as H200_REPORT
+from tests.helpers import H200 as H200_REPORT
 
 FA = find_recipe("flash-attn")
 

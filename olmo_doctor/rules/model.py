@@ -98,14 +98,14 @@ class Rule:
     def for_build(self) -> bool:
         return self.scopes == ("build",)
 
+    def severity_for(self, scope: str) -> str:
+        """`severity` where a build is planned (`--scope install`, build-kernels), else `unplanned_severity`."""
+        return self.severity if scope == "install" or self.unplanned_severity is None else self.unplanned_severity
+
 
 def cause_table() -> dict[str, Cause]:
     """known_issues/CAUSES.md's table, slug -> Cause (meaning and summary area); parsed with the rules' cache."""
     return _database(data_dir("known_issues"))[0]
-
-    def severity_for(self, scope: str) -> str:
-        """`severity` where a build is planned (`--scope install`, build-kernels), else `unplanned_severity`."""
-        return self.severity if scope == "install" or self.unplanned_severity is None else self.unplanned_severity
 
 
 def causes() -> dict[str, str]:
