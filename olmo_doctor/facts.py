@@ -166,6 +166,13 @@ FACT_KEYS: dict[str, str] = {
     "nccl.link": "link between GPU0 and GPU1 in nvidia-smi topo -m (NV18, PIX, SYS, ...)",
     "nccl.link_peak_gbps": "that link's peak bandwidth per direction, GB/s",
     "nccl.efficiency": "busbw / link peak",
+    # check --fleet and compare: the verdict over the nodes of one job (olmo_doctor/fleet/)
+    "fleet.nodes": "number of nodes compared",
+    "fleet.odd": "facts that must agree across nodes and do not, one line each naming the odd nodes",
+    "fleet.odd_minor": "advisory facts that differ across nodes (kernel, RDMA ports, NCCL_* variables, ...)",
+    "fleet.slow": "slow nodes or links found by the timed all-reduces, one line each",
+    "fleet.hang": "all-reduce tests that did not finish before the timeout",
+    "fleet.error": "all-reduce tests that failed, with their error",
     # deep probes (check --deep)
     "deep.nvcc_compile_ok": "a one-line .cu compiled with the chosen host compiler",
     "deep.nvcc_compile_error": "the compiler's first error line when that failed",

@@ -25,6 +25,7 @@ AREA_OF_CAUSE: dict[str, str] = {
     "python_version": "Python", "setuptools_pip": "Python", "ninja_missing": "Python",
     "build_isolation_no_torch": "Python", "shadowed_module": "Python",
     "torch_cpu_build": "torch", "no_kernel_image_arch_list": "torch", "out_of_memory_training": "torch",
+    "gpu_hardware_fault": "GPU", "gpu_throttled": "GPU", "pcie_link_degraded": "GPU", "nvlink_down": "GPU",
     "abi_undefined_symbol": "Kernels", "xformers_torch_pin_conflict": "Kernels", "xformers_no_cuda_build": "Kernels",
 }
 AREAS = ["GPU", "CUDA", "Compiler", "C libraries", "Machine", "Python", "torch", "Kernels"]
