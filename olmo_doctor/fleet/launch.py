@@ -203,7 +203,7 @@ def run(scope: str, facts_from: Path | None, timeout: float, size_mb: float | No
             dist.gather_object(own, results if place.rank == 0 else None, dst=0)
         except Exception as e:  # a rank died (a crashed NCCL communicator takes its process down)
             if place.rank != 0:
-                raise
+                return 1  # rank 0 reports it
             dog.stop()
             for test, _ in round_:
                 test.error = f"a rank of this round stopped: {type(e).__name__}: {str(e)[:200]}"
