@@ -173,8 +173,9 @@ def run(scope: str, facts_from: Path | None, timeout: float, size_mb: float | No
         for test, _ in round_:
             test.backend, test.size_mb = backend, size
         mine = next(((t, r) for t, r in round_ if place.rank in r), None)
-        groups = [dist.new_group(r, backend=backend, timeout=datetime.timedelta(seconds=timeout))
-                  for _, r in round_]
+        # NCCL's own watchdog tears the process down at its timeout: give it longer than ours, so rank 0 reports
+        limit = datetime.timedelta(seconds=timeout + (0 if backend == "gloo" else 2 * GRACE_S))
+        groups = [dist.new_group(r, backend=backend, timeout=limit) for _, r in round_]
 
         own: dict[str, Any] = {}
 

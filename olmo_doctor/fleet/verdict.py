@@ -55,7 +55,10 @@ def judge(nodes: Mapping[str, Facts], ranks: Mapping[str, int] | None = None, te
         links.expect(t, nodes, ranks)
     links.judge(tests)
     rows = table.build(nodes)
-    health = {node: run_rules(facts, scope=scope) for node, facts in nodes.items()}
+    # as `check --scope train` does: a training check is about a GPU run unless a node's facts say otherwise
+    plan = "cuda" if scope == "train" else None
+    health = {node: run_rules({**facts, "plan.device": facts.get("plan.device") or plan}, scope=scope)
+              for node, facts in nodes.items()}
     facts = fleet_facts(rows, tests)
     findings = run_rules(facts, scope=scope)
     if log and (facts["fleet.hang"] or facts["fleet.error"]):
