@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from olmo_doctor.facts import FACT_KEYS, documented_key
 from olmo_doctor.probes import gpu_health, infiniband, xid
 from olmo_doctor.rules.engine import run_rules
 from olmo_doctor.run import FakeRunner
@@ -178,3 +179,26 @@ def test_xid_lines() -> None:
 
 def test_unreadable_kernel_log(tmp_path: Path) -> None:
     assert xid._read_kmsg(str(tmp_path / "no-kmsg")) is None
+
+
+def test_every_health_key_is_documented(tmp_path: Path) -> None:
+    _port(tmp_path, "mlx5_0", "1", "4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)")
+    keys = {*(gpu_health.nvml_health(FakeNVML()) or {}), *infiniband.probe(tmp_path), *xid.parse([])}
+    keys |= set(gpu_health.smi_health(FakeRunner({
+        "nvidia-smi --query-gpu=" + ",".join([f for f, _, _ in gpu_health.SMI_FIELDS] + [gpu_health.SMI_REASONS[0]])
+        + " --format=csv,noheader,nounits": SMI_OUT})) or {})
+    missing = sorted(k for k in keys if documented_key(k) not in FACT_KEYS)
+    assert not missing and len(keys) > 30
+
+
+def test_report_values_of_the_wrong_type_never_crash_or_misfire() -> None:
+    odd: list[dict[str, Any]] = [
+        {"xid.readable": True, "xid.codes": "179"},  # a string where a list belongs: no substring match
+        {"gpu.count": 1, "gpu.0.ecc.volatile_uncorrected": "many"},
+        {"gpu.count": 1, "gpu.0.throttle_reasons": "hw_slowdownish"},
+        {"gpu.count": 1, "gpu.0.nvlink.down": [1], "gpu.0.pcie.width": "x8", "gpu.0.pcie.width_max": 16},
+        {"ib.ports_down": []},
+    ]
+    for facts in odd:
+        codes = {f.code for f in run_rules(facts, scope="train")}
+        assert not codes & {"OD300", "OD303", "OD306", "OD308", "OD309", "OD310"}, facts
