@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from olmo_doctor.cli import app
 from olmo_doctor.errors import UsageError
 from olmo_doctor.fleet import links, table, world
-from olmo_doctor.fleet.launch import pair_rounds, plan_tests
+from olmo_doctor.fleet.plan import pair_rounds, plan_tests
 from olmo_doctor.fleet.verdict import judge
 from olmo_doctor.report import load_report
 from tests.conftest import FIXTURES

@@ -80,3 +80,12 @@ def test_a_collective_past_its_timeout_is_reported_as_hung() -> None:
     assert data["facts"]["fleet.hang"] == ["all 2 ranks"]
     assert "OD333" in [f["code"] for f in data["findings"]]
     assert all(r[0] != 0 for r in results)
+
+
+def test_a_node_without_its_report_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "node0.json").write_bytes((FLEET / "node0.json").read_bytes())  # node1 has none
+    results = launch(2, "--fleet-facts-from", str(tmp_path))
+    code, stdout, stderr = results[0]
+    assert code == 2 and stdout == "" and "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith("olmo-doctor: node node1:")
+    assert results[1][0] == 2 and "Traceback" not in results[1][2]
