@@ -2,9 +2,10 @@
 
 busbw is nccl-tests' bus bandwidth (algbw * 2(n-1)/n for all-reduce), comparable with a link's bandwidth per
 direction whatever the number of ranks. Expectations: inside a node the slowest GPU's NVLink (links up x 25 GB/s)
-or PCIe link; between nodes each rank's share of the node's active RDMA bandwidth (rate / 8 / ranks). A test is
-slow below 40% of its expectation (healthy runs reach ~75%: OD012), or, when no expectation is known (NCCL over
-sockets), below half the median of its peers of the same kind. gloo on CPUs is timed and shown, never judged.
+or PCIe link; between nodes each rank's share of the node's active RDMA bandwidth (rate / 8 / ranks), capped by
+the GPU's PCIe link. A test is slow below 40% of its expectation (healthy runs reach ~75%: OD012), or, when no
+expectation is known (NCCL over sockets), below half the median of its peers of the same kind. gloo on CPUs is
+timed and shown, never judged.
 """
 
 from __future__ import annotations
@@ -56,12 +57,9 @@ def _ints(facts: Mapping[str, FactValue], keys: list[str]) -> list[int] | None:
     return ints if ints and len(ints) == len(values) else None
 
 
-def intra_node(facts: Mapping[str, FactValue]) -> tuple[str | None, float | None]:
-    """(label, GB/s per direction) of the slowest GPU link inside a node, from its health facts."""
+def pcie(facts: Mapping[str, FactValue]) -> tuple[str | None, float | None]:
+    """(label, GB/s per direction) of the node's slowest GPU PCIe link."""
     gpus = list(gpu_indices(facts))
-    ups = _ints(facts, [f"gpu.{i}.nvlink.up" for i in gpus])
-    if ups and min(ups) > 0:
-        return f"NVLink x{min(ups)}", min(ups) * NVLINK_GBPS_PER_LINK
     gens = _ints(facts, [f"gpu.{i}.pcie.gen_max" for i in gpus])
     widths = _ints(facts, [f"gpu.{i}.pcie.width" for i in gpus])
     if gens and widths and all(g in PCIE_GBPS for g in gens):
@@ -70,12 +68,25 @@ def intra_node(facts: Mapping[str, FactValue]) -> tuple[str | None, float | None
     return None, None
 
 
+def intra_node(facts: Mapping[str, FactValue]) -> tuple[str | None, float | None]:
+    """(label, GB/s per direction) of the slowest GPU link inside a node, from its health facts."""
+    ups = _ints(facts, [f"gpu.{i}.nvlink.up" for i in gpu_indices(facts)])
+    if ups and min(ups) > 0:
+        return f"NVLink x{min(ups)}", min(ups) * NVLINK_GBPS_PER_LINK
+    return pcie(facts)
+
+
 def inter_node(facts: Mapping[str, FactValue], ranks_on_node: int) -> tuple[str | None, float | None]:
-    """(label, GB/s per rank) a node's active RDMA ports give each of its ranks."""
+    """(label, GB/s per rank) a node's active RDMA ports give each of its ranks; never more than a GPU's PCIe
+    link carries, since GPUDirect RDMA traffic crosses it."""
     rate, ports = facts.get("ib.active_rate_gbps"), facts.get("ib.active_ports")
     if not isinstance(rate, (int, float)) or not rate or not isinstance(ports, int):
         return None, None
-    return f"RDMA {ports} ports, {rate:g} Gb/s", float(rate) / 8 / max(1, ranks_on_node)
+    share = float(rate) / 8 / max(1, ranks_on_node)
+    label, bus = pcie(facts)
+    if bus is not None and bus < share:
+        return f"{label} to {ports} RDMA ports", bus
+    return f"RDMA {ports} ports, {rate:g} Gb/s", share
 
 
 def expect(test: Test, nodes: Mapping[str, Mapping[str, FactValue]], ranks: Mapping[str, int]) -> None:
