@@ -202,3 +202,14 @@ def test_report_values_of_the_wrong_type_never_crash_or_misfire() -> None:
     for facts in odd:
         codes = {f.code for f in run_rules(facts, scope="train")}
         assert not codes & {"OD300", "OD303", "OD306", "OD308", "OD309", "OD310"}, facts
+
+
+def test_health_facts_replay_from_a_saved_report() -> None:
+    from olmo_doctor.api import run_check
+    from tests.conftest import FIXTURES
+
+    result = run_check(scope="train", from_report=FIXTURES / "fleet" / "node3.json")
+    codes = {f.code for f in result.findings}
+    assert {"OD300", "OD301"} <= codes and result.has_errors
+    clean = run_check(scope="train", from_report=FIXTURES / "fleet" / "node0.json")
+    assert not {f.code for f in clean.findings} & {"OD300", "OD301", "OD303", "OD306", "OD308", "OD310"}
