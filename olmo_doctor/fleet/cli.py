@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -64,6 +66,11 @@ def expand(paths: list[Path]) -> list[Path]:
     """Reports as given; a folder of several *.json reports stands for one node per report."""
     out: list[Path] = []
     for p in paths:
-        many = sorted(p.glob("*.json")) if p.is_dir() else []
+        many = sorted(p.glob("*.json"), key=_natural) if p.is_dir() else []
         out += many if len(many) > 1 else [p]
     return out
+
+
+def _natural(path: Path) -> list[Any]:
+    """node2 before node10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]

@@ -65,10 +65,12 @@ def _table(console: Console, r: FleetResult) -> None:
 
 def _health(console: Console, r: FleetResult) -> None:
     console.print("\n[bold]Health per node[/]")
+    healthy = [n for n, fs in r.health.items() if all(f.severity == "info" for f in fs)]
+    if healthy:
+        console.print(f" {MARK['ok']} {escape(', '.join(healthy))}", overflow="fold")
     for node, found in r.health.items():
         shown = [f for f in found if f.severity != "info"]
         if not shown:
-            console.print(f" {MARK['ok']} {escape(node)}")
             continue
         worst = "error" if any(f.severity == "error" for f in shown) else "warning"
         console.print(f" {MARK[worst]} {escape(node)}")
