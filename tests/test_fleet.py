@@ -186,3 +186,17 @@ def test_check_fleet_outside_a_launcher_is_a_usage_error(monkeypatch: pytest.Mon
     assert isinstance(res.exception, UsageError) and "torchrun" in str(res.exception)
     res = runner.invoke(app, ["check", "--fleet", "--nccl"])
     assert isinstance(res.exception, UsageError)
+
+
+def test_report_values_never_reach_the_terminal_as_control_codes_or_markup(tmp_path: Path) -> None:
+    for i in range(3):
+        data = json.loads((FLEET / "node0.json").read_text())
+        if i == 2:
+            data["facts"]["torch.version"] = "2.11\x1b]0;pwned\x07[red]x[/red]\x1b[2J"
+            data["facts"]["gpu.0.name"] = "\x1b[31mNVIDIA H200"
+        (tmp_path / f"evil{i}.json").write_text(json.dumps(data))
+    res = runner.invoke(app, ["compare", str(tmp_path)])
+    assert res.exit_code == 1
+    assert "\x1b" not in res.stdout and "\x07" not in res.stdout
+    assert "2.11?]0;pwned?" in res.stdout  # shown as inert text
+    assert "evil2 (2.11?]0;pwned?" in res.stdout

@@ -4,6 +4,7 @@ JSON object. Node names and fact values are data from other machines: printed es
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rich.console import Console
@@ -15,7 +16,13 @@ from olmo_doctor.fleet.table import Row, show
 from olmo_doctor.fleet.verdict import FleetResult
 from olmo_doctor.render import MARK, finding_block
 
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 WIDE = 6  # up to this many nodes the table has a column per node; beyond, one line per row with the odd nodes
+
+
+def _clean(text: str) -> str:
+    """Text from other machines as plain text: no markup, no terminal control sequences."""
+    return escape(CONTROL.sub("?", text))
 
 
 def to_json(r: FleetResult) -> dict[str, Any]:
@@ -38,7 +45,7 @@ def dumps(r: FleetResult) -> str:
 def _cell(row: Row, node: str, width: int) -> str:
     text = show(row.values[node])[: width - 2]
     mark = " ✗" if node in row.odd and row.strict else " !" if node in row.odd else ""
-    return escape(text) + mark + " " * max(1, width - len(text) - len(mark))
+    return _clean(text) + mark + " " * max(1, width - len(text) - len(mark))
 
 
 def _table(console: Console, r: FleetResult) -> None:
@@ -46,7 +53,7 @@ def _table(console: Console, r: FleetResult) -> None:
     if len(nodes) <= WIDE:
         width = max(12, *(len(n) + 2 for n in nodes), *(min(24, len(show(v)) + 4) for row in r.rows
                                                          for v in row.values.values()))
-        console.print(" " * 24 + "".join(escape(n).ljust(width) for n in nodes), style="bold", overflow="ignore",
+        console.print(" " * 24 + "".join(_clean(n).ljust(width) for n in nodes), style="bold", overflow="ignore",
                       crop=False)
         for row in r.rows:
             style = "" if row.odd else "dim"
@@ -55,11 +62,11 @@ def _table(console: Console, r: FleetResult) -> None:
     else:
         for row in r.rows:
             if row.agrees:
-                console.print(f"[dim]{row.key:<24} {escape(show(row.majority))} (all {len(nodes)} nodes)[/]")
+                console.print(f"[dim]{row.key:<24} {_clean(show(row.majority))} (all {len(nodes)} nodes)[/]")
             else:
                 odd = ", ".join(f"{n}={show(row.values[n])}" for n in row.odd)
                 mark = MARK["error"] if row.strict else MARK["warning"]
-                console.print(f"{row.key:<24} {escape(show(row.majority))}  {mark} {escape(odd)}")
+                console.print(f"{row.key:<24} {_clean(show(row.majority))}  {mark} {_clean(odd)}")
     console.print("[dim](✗ differs from the majority and must not; ! differs, worth a look; grey rows agree)[/]")
 
 
@@ -67,15 +74,15 @@ def _health(console: Console, r: FleetResult) -> None:
     console.print("\n[bold]Health per node[/]")
     healthy = [n for n, fs in r.health.items() if all(f.severity == "info" for f in fs)]
     if healthy:
-        console.print(f" {MARK['ok']} {escape(', '.join(healthy))}", overflow="fold")
+        console.print(f" {MARK['ok']} {_clean(', '.join(healthy))}", overflow="fold")
     for node, found in r.health.items():
         shown = [f for f in found if f.severity != "info"]
         if not shown:
             continue
         worst = "error" if any(f.severity == "error" for f in shown) else "warning"
-        console.print(f" {MARK[worst]} {escape(node)}")
+        console.print(f" {MARK[worst]} {_clean(node)}")
         for f in shown:
-            console.print(f"     {MARK[f.severity]} {f.code} {escape(f.title)}", overflow="fold")
+            console.print(f"     {MARK[f.severity]} {f.code} {_clean(f.title)}", overflow="fold")
 
 
 def _tests(console: Console, r: FleetResult) -> None:
@@ -86,10 +93,10 @@ def _tests(console: Console, r: FleetResult) -> None:
     for t in r.tests:
         busbw = f"{t.busbw_gbps:g}" if t.busbw_gbps is not None else "-"
         exp = f"{t.expected_gbps:g}" if t.expected_gbps is not None else "-"
-        verdict = ("[red]hung[/]" if t.hang else f"[red]failed: {escape(t.error)}[/]" if t.error
-                   else f"[yellow]slow: {escape(t.slow)}[/]" if t.slow else "[green]ok[/]")
-        link = escape(t.link) + " · " if t.link else ""
-        console.print(f" {escape(t.name):<28}{t.ranks:>6}{t.size_mb:>7g}{busbw:>9}{exp:>9}  {link}{verdict}",
+        verdict = ("[red]hung[/]" if t.hang else f"[red]failed: {_clean(t.error)}[/]" if t.error
+                   else f"[yellow]slow: {_clean(t.slow)}[/]" if t.slow else "[green]ok[/]")
+        link = _clean(t.link) + " · " if t.link else ""
+        console.print(f" {_clean(t.name):<28}{t.ranks:>6}{t.size_mb:>7g}{busbw:>9}{exp:>9}  {link}{verdict}",
                       overflow="fold")
 
 
@@ -103,7 +110,7 @@ def _findings(console: Console, findings: list[Finding]) -> None:
 def print_result(r: FleetResult, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=False)
     ranks = f", {sum(r.ranks.values())} ranks" if r.tests else ""
-    console.print(f"[bold]olmo-doctor fleet[/] · {len(r.nodes)} nodes{ranks} · {escape(r.source)} · scope {r.scope}")
+    console.print(f"[bold]olmo-doctor fleet[/] · {len(r.nodes)} nodes{ranks} · {_clean(r.source)} · scope {r.scope}")
     _table(console, r)
     _health(console, r)
     _tests(console, r)
@@ -113,6 +120,6 @@ def print_result(r: FleetResult, console: Console | None = None) -> None:
     console.print()
     if r.exit_code == 1:
         where = f" on {', '.join(bad_nodes)}" if bad_nodes else ""
-        console.print(f"[red bold]✗ {errors} fleet problem(s); node errors{escape(where) or ': none'}[/]")
+        console.print(f"[red bold]✗ {errors} fleet problem(s); node errors{_clean(where) or ': none'}[/]")
     else:
         console.print("[green bold]✓ The nodes agree and no node has errors.[/]")

@@ -6,6 +6,7 @@ is the odd one. With no majority (two nodes, or a 2-2 split) every disagreeing n
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -96,11 +97,11 @@ def build(nodes: Mapping[str, Mapping[str, FactValue]]) -> list[Row]:
 
 
 def show(value: FactValue) -> str:
+    """A value for a table cell or a finding line; control characters from a report never reach the terminal."""
     if value is None:
         return "-"
-    if isinstance(value, list):
-        return ",".join(value) or "-"
-    return str(value)
+    text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]", "?", text) or "-"
 
 
 def describe(r: Row) -> str:
