@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -200,3 +201,18 @@ def test_report_values_never_reach_the_terminal_as_control_codes_or_markup(tmp_p
     assert "\x1b" not in res.stdout and "\x07" not in res.stdout
     assert "2.11?]0;pwned?" in res.stdout  # shown as inert text
     assert "evil2 (2.11?]0;pwned?" in res.stdout
+
+
+def test_place_under_plain_srun_sets_the_rendezvous(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OLMO_DOCTOR_NODE_NAME"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURMD_NODENAME": "gpu004",
+                       "SLURM_JOB_NODELIST": "gpu[003-006]"}.items():
+        monkeypatch.setenv(var, value)
+    assert world.place() == world.Place(5, 8, 1, "gpu004")
+    assert os.environ["MASTER_ADDR"] == "gpu003" and os.environ["RANK"] == "5" and os.environ["LOCAL_RANK"] == "1"
+    monkeypatch.delenv("MASTER_ADDR")
+    monkeypatch.delenv("RANK")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "")
+    with pytest.raises(UsageError, match="MASTER_ADDR"):
+        world.place()
