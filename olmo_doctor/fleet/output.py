@@ -53,12 +53,12 @@ def _table(console: Console, r: FleetResult) -> None:
     if len(nodes) <= WIDE:
         width = max(12, *(len(n) + 2 for n in nodes), *(min(24, len(show(v)) + 4) for row in r.rows
                                                          for v in row.values.values()))
-        console.print(" " * 24 + "".join(_clean(n).ljust(width) for n in nodes), style="bold", overflow="ignore",
-                      crop=False)
+        head = " " * 24 + "".join(n.ljust(width) for n in nodes)
+        console.print(_clean(head.rstrip()), style="bold", overflow="ignore", crop=False)
         for row in r.rows:
             style = "" if row.odd else "dim"
             line = f"{row.key:<24}" + "".join(_cell(row, n, width) for n in nodes)
-            console.print(line, style=style, overflow="ignore", crop=False)
+            console.print(line.rstrip(), style=style, overflow="ignore", crop=False)
     else:
         for row in r.rows:
             if row.agrees:
