@@ -216,3 +216,13 @@ def test_place_under_plain_srun_sets_the_rendezvous(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("SLURM_JOB_NODELIST", "")
     with pytest.raises(UsageError, match="MASTER_ADDR"):
         world.place()
+
+
+def test_compare_a_folder_of_capture_folders(tmp_path: Path) -> None:
+    for name in ("gpu-a", "gpu-b"):
+        (tmp_path / name).mkdir()
+        shutil.copy(FLEET / f"node{0 if name == 'gpu-a' else 2}.json", tmp_path / name / "report.json")
+    res = runner.invoke(app, ["compare", str(tmp_path), "--json"])
+    data = json.loads(res.stdout)
+    assert data["fleet"]["nodes"] == ["gpu-a", "gpu-b"] and res.exit_code == 1
+    assert [r["odd"] for r in data["table"] if r["key"] == "torch.version"] == [["gpu-a", "gpu-b"]]  # no majority

@@ -12,6 +12,7 @@ import typer
 from olmo_doctor.api import SCOPES
 from olmo_doctor.errors import UsageError
 from olmo_doctor.fleet.verdict import FleetResult
+from olmo_doctor.report import SIBLINGS
 
 
 def _emitter(json_out: bool) -> Callable[[FleetResult], None]:
@@ -63,10 +64,13 @@ def compare_reports(paths: list[Path], scope: str, json_out: bool) -> int:
 
 
 def expand(paths: list[Path]) -> list[Path]:
-    """Reports as given; a folder of several *.json reports stands for one node per report."""
+    """Reports as given; a folder of several *.json reports, or of one capture folder per node, stands for one
+    node per report."""
     out: list[Path] = []
     for p in paths:
         many = sorted(p.glob("*.json"), key=_natural) if p.is_dir() else []
+        if p.is_dir() and not many and not any((p / n).is_file() for n in SIBLINGS):
+            many = sorted((d for d in p.iterdir() if d.is_dir()), key=_natural)
         out += many if len(many) > 1 else [p]
     return out
 
