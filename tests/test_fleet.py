@@ -226,3 +226,24 @@ def test_compare_a_folder_of_capture_folders(tmp_path: Path) -> None:
     data = json.loads(res.stdout)
     assert data["fleet"]["nodes"] == ["gpu-a", "gpu-b"] and res.exit_code == 1
     assert [r["odd"] for r in data["table"] if r["key"] == "torch.version"] == [["gpu-a", "gpu-b"]]  # no majority
+
+
+def test_record_folds_member_outcomes_into_a_test() -> None:
+    from olmo_doctor.fleet.launch import _record
+
+    log: list[str] = []
+    ok = links.Test("pair", ["a", "b"], 2, size_mb=256)
+    _record(ok, [{"seconds": 0.01, "correct": True}, {"seconds": 0.02, "correct": True}], log)
+    assert ok.busbw_gbps == round(256 * 2**20 / 0.02 / 1e9, 2) and ok.error is None  # the slowest member counts
+    wrong = links.Test("pair", ["a", "b"], 2, size_mb=256)
+    _record(wrong, [{"seconds": 0.01, "correct": False}, {"seconds": 0.01, "correct": True}], log)
+    assert wrong.error == "the all-reduce returned wrong sums"
+    failed = links.Test("pair", ["a", "b"], 2, size_mb=256)
+    _record(failed, [{"error": "DistBackendError: NCCL error: unhandled system error", "timeout": False}, {}], log)
+    assert failed.error and failed.error.startswith("DistBackendError") and not failed.hang
+    hung = links.Test("pair", ["a", "b"], 2, size_mb=256)
+    _record(hung, [{"error": "RuntimeError: Timed out waiting 1000ms for recv", "timeout": True}, {}], log)
+    assert hung.hang and hung.error is None and len(log) == 2
+    result = judge(nodes(), tests=[ok, failed, hung], scope="train")
+    assert {"OD333", "OD334"} <= {f.code for f in result.findings}
+    assert result.facts["fleet.hang"] == ["a <-> b"]

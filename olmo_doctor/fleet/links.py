@@ -93,9 +93,9 @@ def expect(test: Test, nodes: Mapping[str, Mapping[str, FactValue]], ranks: Mapp
     """Fill the test's link label and expected busbw (None when the facts do not say)."""
     if test.backend == "gloo":
         return  # CPU all-reduce over TCP: no hardware figure to hold it to
-    found: list[tuple[str | None, float | None]] = [intra_node(nodes[n]) for n in test.nodes]
-    if len(test.nodes) > 1:
-        found = [inter_node(nodes[n], ranks.get(n, 1)) for n in test.nodes]
+    facts = [nodes.get(n, {}) for n in test.nodes]
+    found = [intra_node(facts[0])] if len(facts) == 1 else [inter_node(f, ranks.get(n, 1))
+                                                            for n, f in zip(test.nodes, facts, strict=True)]
     if found and all(g is not None for _, g in found):
         label, gbps = min(found, key=lambda lg: lg[1] or 0.0)
         test.link, test.expected_gbps = label, round(float(gbps or 0.0), 1)
