@@ -23,6 +23,41 @@ FACT_KEYS: dict[str, str] = {
     "gpu.N.compute_capability": "compute capability 'major.minor', e.g. '9.0'",
     "gpu.N.memory_gb": "total device memory in GB (1e9 bytes)",
     "gpu.N.pci_bus_id": "PCI bus id",
+    # GPU health (NVML, nvidia-smi fallback); absent on machines without an NVIDIA driver
+    "gpu.health_source": "where the GPU health facts came from: pynvml or nvidia-smi",
+    "gpu.N.ecc.volatile_uncorrected": "uncorrected ECC errors since the last driver load or GPU reset",
+    "gpu.N.ecc.aggregate_uncorrected": "uncorrected ECC errors over the GPU's lifetime",
+    "gpu.N.retired_pages.double_bit": "pages retired for double-bit ECC errors (pre-Ampere page retirement)",
+    "gpu.N.retired_pages.pending": "a page retirement waits for the next GPU reset or reboot",
+    "gpu.N.remapped_rows.uncorrectable": "memory rows remapped after uncorrectable errors (Ampere and newer)",
+    "gpu.N.remapped_rows.pending": "a row remapping waits for the next GPU reset",
+    "gpu.N.remapped_rows.failed": "a row remapping failed: no spare rows left in a bank",
+    "gpu.N.throttle_reasons": "active clock event (throttle) reasons, e.g. ['hw_thermal_slowdown']",
+    "gpu.N.temperature_c": "GPU temperature now, degrees C",
+    "gpu.N.temperature_slowdown_c": "temperature at which the GPU slows its clocks, degrees C",
+    "gpu.N.power_w": "power draw now, W",
+    "gpu.N.power_limit_w": "enforced power limit, W",
+    "gpu.N.power_default_limit_w": "the board's default power limit, W",
+    "gpu.N.pcie.gen": "current PCIe link generation (drops at idle to save power)",
+    "gpu.N.pcie.gen_max": "highest PCIe generation this GPU and its slot can train at",
+    "gpu.N.pcie.gen_gpu_max": "highest PCIe generation the GPU itself supports",
+    "gpu.N.pcie.width": "current PCIe link width (lanes)",
+    "gpu.N.pcie.width_max": "widest PCIe link this GPU and its slot support",
+    "gpu.N.nvlink.L.state": "state of NVLink link L: up or down",
+    "gpu.N.nvlink.up": "NVLink links up",
+    "gpu.N.nvlink.down": "NVLink links present but down",
+    "xid.readable": "whether the kernel log (/dev/kmsg) could be read for Xid events",
+    "xid.codes": "distinct NVIDIA Xid codes logged since boot, e.g. ['79']",
+    "xid.events": "the last Xid lines logged since boot",
+    # InfiniBand / RoCE (/sys/class/infiniband)
+    "ib.DEV.PORT.state": "port state: ACTIVE, INIT, ARMED, DOWN",
+    "ib.DEV.PORT.phys_state": "physical state: LinkUp, Polling, Disabled, ...",
+    "ib.DEV.PORT.rate_gbps": "port rate in Gb/s (200 for 4X HDR)",
+    "ib.DEV.PORT.link_layer": "InfiniBand or Ethernet (RoCE)",
+    "ib.ports": "RDMA ports as 'device:port'",
+    "ib.ports_down": "RDMA ports not active (administratively disabled ones excepted)",
+    "ib.active_ports": "number of active RDMA ports",
+    "ib.active_rate_gbps": "summed rate of the active RDMA ports, Gb/s",
     "gpu.nvlink": "true when any GPU pair is connected by NVLink (from nvidia-smi topo), else false",
     "driver.version": "NVIDIA kernel driver version, e.g. '580.159.04'",
     "driver.cuda_version": "highest CUDA version the driver supports, e.g. '13.0'",
@@ -139,6 +174,13 @@ FACT_KEYS: dict[str, str] = {
     "nccl.link": "link between GPU0 and GPU1 in nvidia-smi topo -m (NV18, PIX, SYS, ...)",
     "nccl.link_peak_gbps": "that link's peak bandwidth per direction, GB/s",
     "nccl.efficiency": "busbw / link peak",
+    # check --fleet and compare: the verdict over the nodes of one job (olmo_doctor/fleet/)
+    "fleet.nodes": "number of nodes compared",
+    "fleet.odd": "facts that must agree across nodes and do not, one line each naming the odd nodes",
+    "fleet.odd_minor": "advisory facts that differ across nodes (kernel, RDMA ports, NCCL_* variables, ...)",
+    "fleet.slow": "slow nodes or links found by the timed all-reduces, one line each",
+    "fleet.hang": "all-reduce tests that did not finish before the timeout",
+    "fleet.error": "all-reduce tests that failed, with their error",
     # deep probes (check --deep)
     "deep.nvcc_compile_ok": "a one-line .cu compiled with the chosen host compiler",
     "deep.nvcc_compile_error": "the compiler's first error line when that failed",
@@ -149,7 +191,12 @@ def documented_key(key: str) -> str:
     """Map a concrete key to its documented form: gpu.3.name -> gpu.N.name."""
     parts = key.split(".")
     if len(parts) >= 3 and parts[0] == "gpu" and parts[1].isdigit():
-        return ".".join(["gpu", "N", *parts[2:]])
+        parts[1] = "N"
+        if len(parts) == 5 and parts[2] == "nvlink" and parts[3].isdigit():
+            parts[3] = "L"  # gpu.0.nvlink.7.state -> gpu.N.nvlink.L.state
+        return ".".join(parts)
+    if len(parts) == 4 and parts[0] == "ib":
+        return ".".join(["ib", "DEV", "PORT", parts[3]])
     return key
 
 
@@ -180,7 +227,7 @@ def with_defaults(facts: Mapping[str, FactValue], keys: Iterable[str] = FACT_KEY
     Facts read from a report keep only what it stated: a null there would claim an absence nobody saw."""
     if facts.get("facts.partial") is True:
         return dict(sorted(facts.items()))
-    out: Facts = {k: None for k in keys if ".N." not in k}
+    out: Facts = {k: None for k in keys if ".N." not in k and not k.startswith("ib.DEV.")}
     out.update(facts)
     return dict(sorted(out.items()))
 

@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from olmo_doctor.rules.actions import EnvSet, parse_action
 from typer.testing import CliRunner
 
 from olmo_doctor.api import run_check
@@ -23,6 +22,7 @@ from olmo_doctor.envplan import EnvVar
 from olmo_doctor.facts import clean
 from olmo_doctor.fix import envfile
 from olmo_doctor.report import load_report
+from olmo_doctor.rules.actions import EnvSet, parse_action
 from olmo_doctor.rules.engine import render
 from olmo_doctor.shell import UnsafeValue, comment, env_line, fill, has_control, quote
 from tests.helpers import H200

@@ -5,6 +5,7 @@ from __future__ import annotations
 from olmo_doctor.commands import (
     build_kernels,
     check,
+    compare,
     diagnose,
     env,
     explain,
@@ -15,4 +16,4 @@ from olmo_doctor.commands import (
     verify,
 )
 
-COMMAND_MODULES = [check, diagnose, fix, build_kernels, env, verify, report, rules, explain, facts_cmd]
+COMMAND_MODULES = [check, compare, diagnose, fix, build_kernels, env, verify, report, rules, explain, facts_cmd]

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from olmo_doctor.errors import UsageError
+
 
 def register(app: typer.Typer) -> None:
     @app.command("check")
@@ -27,8 +29,26 @@ def register(app: typer.Typer) -> None:
         nccl: Annotated[
             bool, typer.Option(help="Also run an all-reduce over the visible GPUs and judge its bandwidth.")
         ] = False,
+        fleet: Annotated[
+            bool, typer.Option(help="Under torchrun/srun: one table for every node, all-reduces timed per node/link.")
+        ] = False,
+        fleet_facts_from: Annotated[
+            Path | None, typer.Option(help="With --fleet: each node reads DIR/<node>.json instead of probing.")
+        ] = None,
+        fleet_timeout: Annotated[
+            float, typer.Option(help="With --fleet: seconds before an all-reduce counts as hung.")
+        ] = 120.0,
+        fleet_size_mb: Annotated[
+            float | None, typer.Option(help="With --fleet: all-reduce size in MiB (default 256 on GPUs, 4 on CPUs).")
+        ] = None,
     ) -> None:
         """Check this machine for building OLMo's kernels and training; exit 1 when something is broken."""
+        if fleet:
+            from olmo_doctor.fleet.cli import check_fleet
+
+            if from_report is not None or nccl or deep:
+                raise UsageError("--fleet probes every node itself; drop --from-report, --nccl and --deep")
+            raise typer.Exit(check_fleet(scope, fleet_facts_from, fleet_timeout, fleet_size_mb, json_out))
         from olmo_doctor.api import run_check
 
         result = run_check(scope=scope, from_report=from_report, plan_device=device, deep=deep, nccl=nccl)

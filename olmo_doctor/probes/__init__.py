@@ -15,7 +15,19 @@ from olmo_doctor.run import Runner, run
 
 def collect(runner: Runner = run, deep: bool = False, import_torch: bool = True) -> Facts:
     """All facts about this machine. `deep` adds slower checks (a real nvcc compile)."""
-    from olmo_doctor.probes import compiler, cuda, env_vars, gpu, libc, python_env, system, torch_probe
+    from olmo_doctor.probes import (
+        compiler,
+        cuda,
+        env_vars,
+        gpu,
+        gpu_health,
+        infiniband,
+        libc,
+        python_env,
+        system,
+        torch_probe,
+        xid,
+    )
 
     jobs: list[Callable[[], Facts]] = [
         lambda: gpu.probe(runner),
@@ -26,6 +38,9 @@ def collect(runner: Runner = run, deep: bool = False, import_torch: bool = True)
         lambda: python_env.probe(runner),
         lambda: torch_probe.probe(import_torch),
         env_vars.probe,
+        lambda: gpu_health.probe(runner),
+        infiniband.probe,
+        xid.probe,
     ]
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         parts = list(pool.map(_safe, jobs))

@@ -147,7 +147,8 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "torch_default_cuda": _table(_torch_default_cuda),
     "sm": _table(tables.cc_to_sm),
     "last_nvcc_for_cc": _table(tables.last_nvcc_for_cc),
-    "tokens": lambda x: [t for t in re.split(r"[;,\s]+", str(_need(x))) if t],
+    "tokens": lambda x: [str(t) for t in _need(x)] if isinstance(x, list) else [
+        t for t in re.split(r"[;,\s]+", str(_need(x))) if t],  # a list fact is already its tokens
     "cuda_arch_list": _table(tables.cuda_arch_list),
     "archs_too_new_for_nvcc": _table(tables.archs_too_new_for_nvcc),
     "archs_dropped_by_nvcc": _table(tables.archs_dropped_by_nvcc),
