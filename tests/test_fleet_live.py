@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from olmo_doctor.cli import app
-from tests.conftest import FIXTURES, ROOT
+from tests.helpers import FIXTURES, ROOT
 
 FLEET = FIXTURES / "fleet"
 pytestmark = pytest.mark.slow

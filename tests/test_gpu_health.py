@@ -206,7 +206,7 @@ def test_report_values_of_the_wrong_type_never_crash_or_misfire() -> None:
 
 def test_health_facts_replay_from_a_saved_report() -> None:
     from olmo_doctor.api import run_check
-    from tests.conftest import FIXTURES
+    from tests.helpers import FIXTURES
 
     result = run_check(scope="train", from_report=FIXTURES / "fleet" / "node3.json")
     codes = {f.code for f in result.findings}
