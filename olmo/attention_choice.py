@@ -22,7 +22,7 @@ from olmo.attention import BACKENDS, AttnFn
 from olmo.config import ModelConfig
 
 REL_ERROR_BOUND = 2e-2  # bf16: two correct kernels differ by ~2e-3, a wrong one by ~1
-CANDIDATES = ("sdpa", "flash_attn", "flash_attn_3", "xformers")  # "eager" is the reference, never the fast path
+CANDIDATES = ("sdpa", "flex", "flash_attn", "flash_attn_3", "xformers")  # "eager" is the reference, never the fast path
 
 
 # build-kernels records results by package name; the trainer's backends by module-style name
