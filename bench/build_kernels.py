@@ -141,6 +141,8 @@ def main() -> int:
             and abs(ram_ratio - 1) <= TARGET_RAM_BAND,
         })
     results["checks"] = checks
+    if args.keep_cache:  # where build-kernels recorded its GPU check (bench/kernels_all.py merges the records)
+        results["cache_dir"] = str(cache)
     print(json.dumps(results, indent=1))
     print(f"\n{args.package} --subset {args.subset}: {build_s:.1f} s end to end ({first.get('wall_s')} s in pip)")
     if args.package == "flash-attn":
