@@ -59,7 +59,8 @@ def build_all(out: Path) -> dict[str, dict[str, Any]]:
             done[package] = res
             print(f"kernels-all: {package} done at {res['finished_at_s']} s (exit {proc.returncode})", flush=True)
             if package == "flash-attn" and waiting:  # its 12 slots go to xformers
-                running[waiting[0]] = _start(waiting.pop(0), out)
+                following = waiting.pop(0)
+                running[following] = _start(following, out)
     return done
 
 
