@@ -39,7 +39,7 @@ if [ "$what" = kernels ] || [ "$what" = all ]; then
   grep -E "GPU check|PASS|FAIL|end to end|faster" "$out/build_kernels.log"
   find /tmp -path '*olmo-bench-cache-*' -name 'flash_attn-*olmo*.whl' -exec cp {} "$out/" \; 2>/dev/null
 fi
-if [ "$what" = kernels-all ]; then
+if [ "$what" = kernels-all ] || [ "$what" = kernels-all+olmo3 ]; then
   # hopper/setup.py runs `git submodule update` unconditionally (its result unused); an image without git would
   # make that a FileNotFoundError, so a no-op git stands in only when there is none
   command -v git >/dev/null || { mkdir -p /tmp/nogit && printf '#!/bin/sh\nexit 0\n' >/tmp/nogit/git \
@@ -49,6 +49,11 @@ if [ "$what" = kernels-all ]; then
   echo "== gpu tests: flex and the installed kernels against SDPA"
   python3 -m pytest -q -m gpu tests/olmo/test_olmo_flex.py tests/olmo/test_olmo_gpu.py -k "flex or kernel_backends" \
     2>&1 | tail -4
+  if [ "$what" = kernels-all+olmo3 ]; then  # what is left of a 10-minute command goes to issue 17's mode (a)
+    echo "== olmo3 throughput (a), one GPU, 8 layers; $((585 - SECONDS)) s left"
+    timeout $((585 - SECONDS)) python3 bench/olmo3_throughput.py one --layers 8 --out "$out/olmo3_one.jsonl" 2>&1 \
+      | grep -v -i warn
+  fi
   # the device returns at most 8 files of <= 16 MiB, named without '+': logs and JSON in one archive; the FA2/FA3
   # wheels (carried by the throughput run) in 15 MiB parts, their names in wheels.txt (cat the parts back)
   (cd "$out" && tar czf kernels_all_logs.tgz build_*.json build_*.log attn_times.* kernels_all.json install.log \
