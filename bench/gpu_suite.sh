@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU-machine runs behind bench/RESULTS.md, in one go (one lease). From the repo root on an H200 box:
-#   bash bench/gpu_suite.sh [doctor|train|kernels|scale|all]  (kernels needs the sdist in .bench/, carried;
-#                                                            scale needs 2+ GPUs: the nvidia-h200-x2 kind)
+#   bash bench/gpu_suite.sh [doctor|train|kernels|kernels-all|olmo3|scale|all]
+#     kernels, kernels-all and olmo3 need the carried sources and wheels of bench/fetch_sources.sh (.bench/, .whl/);
+#     scale needs 2+ GPUs: the nvidia-h200-x2 kind
 # Results go to $OUT (the device tool's output folder) or ./bench-out. Carried wheels in .whl/ (OLMo-core and its
 # pure-Python deps) are installed into /tmp/site; our package is installed editable without touching the image's
 # packages.
@@ -37,4 +38,31 @@ if [ "$what" = kernels ] || [ "$what" = all ]; then
     --json "$out/build_kernels.json" >"$out/build_kernels.log" 2>&1; echo "exit $?"
   grep -E "GPU check|PASS|FAIL|end to end|faster" "$out/build_kernels.log"
   find /tmp -path '*olmo-bench-cache-*' -name 'flash_attn-*olmo*.whl' -exec cp {} "$out/" \; 2>/dev/null
+fi
+if [ "$what" = kernels-all ] || [ "$what" = kernels-all+olmo3 ]; then
+  # hopper/setup.py runs `git submodule update` unconditionally (its result unused); an image without git would
+  # make that a FileNotFoundError, so a no-op git stands in only when there is none
+  command -v git >/dev/null || { mkdir -p /tmp/nogit && printf '#!/bin/sh\nexit 0\n' >/tmp/nogit/git \
+    && chmod +x /tmp/nogit/git && export PATH="/tmp/nogit:$PATH"; }
+  echo "== kernels-all: flash-attn 2, FlashAttention-3, xformers"
+  python3 bench/kernels_all.py --out "$out"; echo "exit $?"
+  echo "== gpu tests: flex and the installed kernels against SDPA"
+  python3 -m pytest -q -m gpu tests/olmo/test_olmo_flex.py tests/olmo/test_olmo_gpu.py -k "flex or kernel_backends" \
+    2>&1 | tail -4
+  if [ "$what" = kernels-all+olmo3 ]; then  # what is left of a 10-minute command goes to issue 17's mode (a)
+    echo "== olmo3 throughput (a), one GPU, 8 layers; $((585 - SECONDS)) s left"
+    timeout $((585 - SECONDS)) python3 bench/olmo3_throughput.py one --layers 8 --out "$out/olmo3_one.jsonl" 2>&1 \
+      | grep -v -i warn
+  fi
+  # the device returns at most 8 files of <= 16 MiB, named without '+': logs and JSON in one archive; the FA2/FA3
+  # wheels (carried by the throughput run) in 15 MiB parts, their names in wheels.txt (cat the parts back)
+  (cd "$out" && tar czf kernels_all_logs.tgz build_*.json build_*.log attn_times.* kernels_all.json install.log \
+    2>/dev/null && rm -f build_*.json build_*.log attn_times.* kernels_all.json install.log)
+  : >"$out/wheels.txt"
+  for w in $(find /tmp -path '*olmo-bench-cache-*' \( -name 'flash_attn-*olmo*.whl' -o -name 'flash_attn_3-*.whl' \)); do
+    part="$(basename "$w" | cut -d- -f1)"
+    basename "$w" | sed "s/^/$part /" >>"$out/wheels.txt"
+    split -b 15m -d "$w" "$out/$part.part"
+  done
+  ls -la "$out"
 fi

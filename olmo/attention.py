@@ -8,11 +8,14 @@ window W meaning "each query sees itself and the W-1 tokens before it" (OLMo-cor
     flash_attn    flash_attn.flash_attn_func (flash-attn 2, CUDA, bf16/fp16), when installed
     flash_attn_3  flash_attn_interface.flash_attn_func (FlashAttention-3, Hopper), when installed
     xformers      xformers.ops.memory_efficient_attention, causal only (no sliding windows), when installed
+    flex          torch.nn.attention.flex_attention with a cached causal + sliding-window block mask
+                  (olmo/attention_flex.py); nothing to build
     eager         plain softmax(q k^T) v in fp32: the readable reference the tests compare the others against
 
 A backend is a function plus an `unavailable()` check that returns why it cannot run here (or None), and whether
-it handles sliding windows. Adding one is one more `register` call; `model.attn_backend: auto`
-(olmo/attention_choice.py) times the available ones and keeps the fastest correct one.
+it handles sliding windows. On CUDA, `sdpa` hands sliding-window layers to flex (an explicit mask would turn
+SDPA's flash kernel off and compute the full T x T). Adding one is one more `register` call;
+`model.attn_backend: auto` (olmo/attention_choice.py) times the available ones and keeps the fastest correct one.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from olmo import attention_flex
+
 AttnFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "int | None"], torch.Tensor]
 
 
@@ -33,15 +38,17 @@ class Backend:
     fn: AttnFn
     unavailable: Callable[[torch.device], str | None]  # None when it can run on this device, else the reason
     windows: bool = True  # handles sliding-window layers (OLMo 3)
+    # per-shape set-up to do outside compiled code, called with (seq_len, window, device); None: nothing
+    prepare: Callable[[int, int | None, torch.device], None] | None = None
 
 
 BACKENDS: dict[str, Backend] = {}
 
 
-def register(name: str, unavailable: Callable[[torch.device], str | None] = lambda d: None, windows: bool = True
-             ) -> Callable[[AttnFn], AttnFn]:
+def register(name: str, unavailable: Callable[[torch.device], str | None] = lambda d: None, windows: bool = True,
+             prepare: Callable[[int, int | None, torch.device], None] | None = None) -> Callable[[AttnFn], AttnFn]:
     def deco(fn: AttnFn) -> AttnFn:
-        BACKENDS[name] = Backend(name, fn, unavailable, windows)
+        BACKENDS[name] = Backend(name, fn, unavailable, windows, prepare)
         return fn
 
     return deco
@@ -82,16 +89,48 @@ def _expand_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     return x if rep == 1 else x.repeat_interleave(rep, dim=1)
 
 
-@register("sdpa")
 def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None) -> torch.Tensor:
+    t = q.shape[1]
+    if window is not None and window >= t:
+        window = None
+    if window is not None and _flex_windows(q.device):  # an explicit mask would keep SDPA off its flash path
+        return attention_flex.flex(q, k, v, window)
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     k, v = _expand_kv(k, q.shape[1]), _expand_kv(v, q.shape[1])
-    t = q.shape[2]
-    if window is None or window >= t:
+    if window is None:
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    else:  # an explicit mask keeps SDPA off its flash path; the flash_attn backend handles windows natively
+    else:  # the CPU, or a torch without FlexAttention: the masked (full T x T) path
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(t, window, q.device))
     return out.transpose(1, 2)
+
+
+_FLEX_OK: dict[str, bool] = {}  # device type -> FlexAttention usable (filled eagerly; compiled code only reads it)
+
+
+def _flex_windows(device: torch.device) -> bool:
+    """Whether sdpa hands sliding-window layers to FlexAttention on this device: on CUDA when flex works there."""
+    if device.type != "cuda":
+        return False
+    if device.type not in _FLEX_OK:
+        _FLEX_OK[device.type] = attention_flex.flex_unavailable(device) is None
+    return _FLEX_OK[device.type]
+
+
+def _prepare_sdpa(t: int, window: int | None, device: torch.device) -> None:
+    if window is not None and window < t and _flex_windows(device):
+        attention_flex.prepare(t, window, device)
+
+
+register("sdpa", prepare=_prepare_sdpa)(sdpa)
+
+
+def prepare(name: str, t: int, windows: set[int | None], device: torch.device) -> None:
+    """Per-shape set-up of backend `name` for sequences of t tokens and these layer windows, done where nothing
+    is compiled (the model's forward) so compiled blocks find it ready. "auto" not yet resolved means sdpa."""
+    backend = BACKENDS.get("sdpa" if name == "auto" else name)
+    if backend is not None and backend.prepare is not None:
+        for w in windows:
+            backend.prepare(t, w, device)
 
 
 @register("eager")
@@ -168,3 +207,6 @@ def xformers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | No
         k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
     out: torch.Tensor = xops.memory_efficient_attention(q, k, v, attn_bias=xops.LowerTriangularMask())
     return out
+
+
+register("flex", unavailable=attention_flex.flex_unavailable, prepare=attention_flex.prepare)(attention_flex.flex)

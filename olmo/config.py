@@ -218,6 +218,7 @@ class ParallelConfig:
 
     dp: str = "fsdp"  # fsdp: FSDP2, parameters/grads/AdamW state sharded | ddp: replicated, grads all-reduced
     ac: str = "none"  # activation checkpointing: none | full (every block) | selective (every ac_every-th block)
+    # | auto (the fewest blocks that fit this GPU's memory with a margin, none when all fits; olmo/ac_plan.py)
     ac_every: int = 2  # with ac=selective: checkpoint blocks 0, N, 2N, ... (N=2 saves about half the activations)
     reshard_after_forward: bool = True  # fsdp: free gathered params after forward (ZeRO-3); false keeps them until
     # backward (ZeRO-2 style: one all-gather per step less, one block's full params more memory)
@@ -226,7 +227,7 @@ class ParallelConfig:
 
 
 DP_MODES = ("fsdp", "ddp")
-AC_MODES = ("none", "full", "selective")
+AC_MODES = ("none", "full", "selective", "auto")
 
 
 @dataclass

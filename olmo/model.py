@@ -24,6 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from olmo.attention import BACKENDS
+from olmo.attention import prepare as prepare_attention
 from olmo.config import ModelConfig
 from olmo.linear import Linear
 from olmo.loss import fused_linear_cross_entropy
@@ -158,6 +159,7 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleDict({str(i): Block(cfg, i) for i in range(cfg.n_layers)})
         self.lm_head = LMHead(cfg.d_model, cfg.vocab_size, cfg.norm_eps)
         self._rope: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._windows = {cfg.window(i) for i in range(cfg.n_layers)}
 
     def rope(self, t: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         # Computed once per (length, device) and shared by all blocks; not a buffer, so it is never checkpointed.
@@ -171,6 +173,8 @@ class Transformer(nn.Module):
         """Logits (B, T, vocab) for token ids (B, T); with `labels` (B, T, -100 = no loss) the loss
         (total, cross entropy, z-loss) instead, computed chunk by chunk without the full logits."""
         cos, sin = self.rope(input_ids.shape[1], input_ids.device)
+        # per-shape attention set-up (flex block masks) here, outside the compiled blocks
+        prepare_attention(self.cfg.attn_backend, input_ids.shape[1], self._windows, input_ids.device)
         h = self.embeddings(input_ids)
         device_type = input_ids.device.type
         if self.cfg.residual_dtype == "autocast" and torch.is_autocast_enabled(device_type):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,19 +141,41 @@ def world_size() -> int:
 
 
 # ------------------------------------------------------------------------------------ the wrapping functions
-def apply_ac(model: Transformer, cfg: TrainConfig) -> None:
+def apply_ac(model: Transformer, cfg: TrainConfig, device: torch.device | None = None, world_size: int = 1
+             ) -> str | None:
     """Activation checkpointing: a wrapped block keeps only its input and recomputes the rest in backward.
 
-    full: every block; selective: every `ac_every`-th block (0, N, 2N, ...), trading memory for less recompute."""
+    full: every block; selective: every `ac_every`-th block (0, N, 2N, ...), trading memory for less recompute;
+    auto: the fewest blocks that fit this GPU's memory (olmo/ac_plan.py; none on the CPU). Returns what auto
+    decided, for the log, else None."""
     mode, every = cfg.parallel.ac, cfg.parallel.ac_every
-    if mode == "none":
-        return
+    chosen: set[int] = set()
+    said = None
+    if mode == "auto":
+        if device is None or device.type != "cuda":
+            return "activation checkpointing (auto): none (not a CUDA device)"
+        from olmo.ac_plan import plan_ac
+
+        dtype = compute_dtype(cfg, device)
+        plan = plan_ac(cfg.model, cfg.micro_batch_size, cfg.data.seq_len,
+                       torch.cuda.get_device_properties(device).total_memory,
+                       dtype_bytes=2 if dtype is not None else 4, world_size=world_size,
+                       fsdp=world_size > 1 and cfg.parallel.dp == "fsdp",
+                       compute_copies=cfg.optim.compute_copies and dtype is not None and world_size == 1)
+        chosen, said = set(plan.blocks), plan.describe(cfg.model.n_layers)
+    elif mode == "full":
+        chosen = set(range(len(model.blocks)))
+    elif mode == "selective":
+        chosen = {i for i in range(len(model.blocks)) if i % every == 0}
+    if not chosen:
+        return said
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
     for name, block in list(model.blocks.items()):
-        if mode == "full" or int(name) % every == 0:
+        if int(name) in chosen:
             # preserve_rng_state=False: the blocks draw no random numbers (no dropout), so saving RNG is waste.
             model.blocks[name] = checkpoint_wrapper(block, preserve_rng_state=False)
+    return said
 
 
 def apply_compile(model: Transformer) -> None:
@@ -190,11 +212,18 @@ def apply_ddp(model: Transformer, mesh: Any) -> None:
     replicate(model, device_mesh=mesh, bucket_cap_mb=100)
 
 
-def build_parallel_model(cfg: TrainConfig, world: World, device: torch.device, mesh: Any) -> Transformer:
-    """The model, wrapped in the order above and initialised from cfg.seed (identically for any world size)."""
+def _say(say: Callable[[str], Any] | None, note: str | None) -> None:
+    if say is not None and note:
+        say(note)
+
+
+def build_parallel_model(cfg: TrainConfig, world: World, device: torch.device, mesh: Any,
+                         say: Callable[[str], Any] | None = None) -> Transformer:
+    """The model, wrapped in the order above and initialised from cfg.seed (identically for any world size);
+    `say` hears what `parallel.ac: auto` decided."""
     if not uses_fsdp(cfg, world):
         model = build_model(cfg.model, device, cfg.seed)  # full weights on every rank (DDP broadcasts rank 0's)
-        apply_ac(model, cfg)
+        _say(say, apply_ac(model, cfg, device, world.world_size))
         if cfg.compile:
             apply_compile(model)
         if world.world_size > 1:
@@ -204,7 +233,7 @@ def build_parallel_model(cfg: TrainConfig, world: World, device: torch.device, m
     # GPU never materialises whole (init draws one full parameter at a time; model.init_whole).
     with torch.device("meta"):
         model = Transformer(cfg.model)
-    apply_ac(model, cfg)
+    _say(say, apply_ac(model, cfg, device, world.world_size))
     if cfg.compile:
         apply_compile(model)
     apply_fsdp(model, mesh, compute_dtype(cfg, device), cfg.parallel.reshard_after_forward)

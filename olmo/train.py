@@ -173,7 +173,7 @@ def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
 
     if cfg.model.attn_backend == "auto":
         cfg.model.attn_backend = _choose_attention(cfg, world, device, say)
-    model = parallel.build_parallel_model(cfg, world, device, mesh)
+    model = parallel.build_parallel_model(cfg, world, device, mesh, say if world.is_main else None)
     amp = autocast_dtype(cfg, device, world)
     single_gpu = world.world_size == 1 and device.type == "cuda"
     optimizer = build_optimizer(model, cfg.optim, device, copies_dtype=amp if single_gpu else None)

@@ -60,11 +60,17 @@ def area_lines(facts: Mapping[str, FactValue]) -> dict[str, str]:
         if f.get("torch.import_error"):
             torch += f"; import fails: {f['torch.import_error']}"
     kernels = []
-    for key, label in (("flash_attn", "flash-attn"), ("xformers", "xformers")):
+    pick = f.get("attention.auto_pick")
+    for key, label in (("flash_attn", "flash-attn"), ("flash_attn_3", "flash-attn-3"), ("xformers", "xformers")):
         version = f.get(f"{key}.version")
         ok = f.get(f"{key}.import_ok")
-        kernels.append(f"{label} {version}" + (" (does not load)" if ok is False else "") if version
+        notes = ["does not load against this torch" if ok is False else "loads" if ok else ""]
+        notes.append("auto picks it" if pick == label else "")
+        note = "; ".join(n for n in notes if n)
+        kernels.append(f"{label} {version}" + (f" ({note})" if note else "") if version
                        else f"{label} ?" if is_unknown(f, f"{key}.version") else f"{label} not installed")
+    if pick == "sdpa" and any(f.get(f"{k}.version") for k in ("flash_attn", "flash_attn_3", "xformers")):
+        kernels.append("auto: no built kernel beat SDPA here")
     nofile = f.get("ulimit.nofile.soft")
     return {
         "GPU": gpu,

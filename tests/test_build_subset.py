@@ -173,8 +173,13 @@ def test_flash_attention_3_checkout_layout(tmp_path: Path) -> None:
     marker.write_text("// cutlass\n")
     got = prepare(fa3, str(repo), tmp_path / "work", sys.executable)
     assert (got / "hopper" / "setup.py").is_file() and not (got / ".git").exists()
-    assert apply_subset(got, fa3.subsets["olmo"])  # env-only subset: the tree is not edited
-    assert (got / "hopper" / "setup.py").read_text() == "# stand-in\n"
+    with pytest.raises(SubsetError, match=r"flash_attn_interface\.py not found"):
+        apply_subset(got, fa3.subsets["olmo"])  # the subset guards FA3's Python entry point
+    (got / "hopper" / "flash_attn_interface.py").write_text(
+        "    flash_attn_3_gpu = torch.ops.flash_attn_3\n"
+        "    q, k, k_new, v_new = [maybe_contiguous(x) for x in (q, k, k_new, v_new)]\n")
+    assert apply_subset(got, fa3.subsets["olmo"])
+    assert (got / "hopper" / "setup.py").read_text() == "# stand-in\n"  # the kernels are chosen by env alone
     before = fingerprint(repo)
     assert fingerprint(repo) == before
     (repo / "hopper" / "setup.py").write_text("# edited checkout\n")

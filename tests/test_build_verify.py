@@ -34,6 +34,9 @@ def test_judge_picks_the_faster_backend_and_checks_errors() -> None:
     assert r["ok"] and r["faster"] == "sdpa" and r["speedup"] == pytest.approx(3.44 / 2.09, rel=1e-3)
     fast = verify.judge("flash-attn", {**RAW, "kernel_ms": 1.5}, [128])
     assert fast["faster"] == "flash-attn"
+    # within timing noise (measured on an H200: xformers 2.204 ms vs SDPA 2.207 ms) SDPA stays the answer
+    tie = verify.judge("xformers", {**RAW, "kernel_ms": 2.204, "sdpa_ms": 2.207, "cuda_build": True}, [])
+    assert tie["ok"] and tie["faster"] == "sdpa"
     bad = verify.judge("flash-attn", {**RAW, "max_rel_error": 0.5}, [128])
     assert not bad["ok"] and "exceeds" in bad["problems"][0]
     crash = verify.judge("flash-attn", {**RAW, "outside_subset": "no error raised"}, [128])
@@ -42,6 +45,12 @@ def test_judge_picks_the_faster_backend_and_checks_errors() -> None:
     assert not other["ok"]  # some error, but not ours: the dispatch was not cut where we expect
     fa3 = verify.judge("flash-attn-3", {**RAW, "outside_subset": "This flash attention build does not ..."}, [128])
     assert fa3["ok"]  # FA3's own DISABLE_* switches raise upstream's message
+    limit = "olmo-doctor --subset"  # what build-kernels expects from FA3's --subset olmo guard (hd 256 asked)
+    fa3 = verify.judge("flash-attn-3", {**RAW, "outside_subset": "This FlashAttention-3 build (olmo-doctor --subset "
+                                        "olmo) has kernels for head dim 128 only; ... Got 256/256"}, [128], limit)
+    assert fa3["ok"]
+    for got in ("no error raised", "FlashAttention forward only supports head dimension at most 128"):
+        assert not verify.judge("flash-attn-3", {**RAW, "outside_subset": got}, [128], limit)["ok"]
     assert verify.judge("flash-attn", {**RAW, "outside_subset": "x"}, [])["ok"]  # full build: not checked
     xf = verify.judge("xformers", {**RAW, "cuda_build": False}, [])
     assert not xf["ok"] and "xformers.info" in xf["problems"][0]

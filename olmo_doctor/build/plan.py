@@ -226,6 +226,9 @@ def plan_build(
         "package": recipe.package,
         "version": version,
         "subset": subset.name if subset else None,
+        # how the subset edits the source: a wheel from an earlier transformation (FA3 before its Python guard) is
+        # not reused
+        "subset_transform": subset.transform if subset else None,
         "torch": facts.get("torch.version"),
         "cuda": facts.get("torch.cuda"),
         "nvcc": facts.get("nvcc.version"),

@@ -186,13 +186,48 @@ def _flash_attn_2(tree: Path, subset: Subset, split: bool) -> list[str]:
     return flash_attn_2_sources(new["setup.py"])
 
 
+def fa3_guard_source(subset: Subset) -> str:
+    """The check the FlashAttention-3 subset adds to flash_attn_interface.py (tests exec it)."""
+    dtypes = ", ".join(f"torch.{ {'bf16': 'bfloat16', 'fp16': 'float16'}[d]}" for d in subset.dtypes)
+    dims = ", ".join(map(str, subset.head_dims))
+    head = subset_error_text(subset, "head dim").replace("flash-attn build", "FlashAttention-3 build")
+    dtype = subset_error_text(subset, "dtype").replace("flash-attn build", "FlashAttention-3 build")
+    return (
+        "\n\ndef _olmo_doctor_subset_check(q, v):\n"
+        f"    # olmo-doctor --subset {subset.name}: only these kernels exist. The extension's own refusal is a C++\n"
+        "    # exception thrown through torch's stable-ABI dispatcher, which kills the process when the extension\n"
+        "    # carries its own copy of libstdc++; refuse here, in Python, before the op is called.\n"
+        f"    if q.dtype not in ({dtypes},):\n"
+        f"        raise RuntimeError({dtype!r} + str(q.dtype))\n"
+        f"    if q.shape[-1] not in ({dims},) or v.shape[-1] not in ({dims},):\n"
+        f"        raise RuntimeError({head!r} + str(q.shape[-1]) + '/' + str(v.shape[-1]))\n"
+    )
+
+
+def _flash_attn_3(tree: Path, subset: Subset, split: bool) -> list[str]:
+    """FA3's DISABLE_* switches (the plan's env) pick the kernels; the Python entry point gets a guard so that a
+    call outside them raises a clear error instead of reaching the extension's crashing refusal."""
+    rel = "hopper/flash_attn_interface.py"
+    path = tree / rel
+    if not path.is_file():
+        raise SubsetError(f"{path} not found; is {tree} a FlashAttention-3 (Dao-AILab/flash-attention) tree?")
+    text = _replace_once(path.read_text(), r"(?m)^(    flash_attn_3_gpu = torch\.ops\.flash_attn_3\n)",
+                         lambda m: m.group(1) + fa3_guard_source(subset), rel)
+    first_line = r"(?m)^(    q, k, k_new, v_new = \[maybe_contiguous\(x\) for x in \(q, k, k_new, v_new\)\]\n)"
+    text = _replace_once(text, first_line, lambda m: "    _olmo_doctor_subset_check(q, v)\n" + m.group(1), rel)
+    path.write_text(text)
+    return _env_only(tree, subset, split)
+
+
 def _env_only(tree: Path, subset: Subset, split: bool) -> list[str]:
     """Packages with their own switches (FlashAttention-3's FLASH_ATTENTION_DISABLE_*): the plan's env does
     the work; nothing in the tree changes."""
     return [f"({subset.translation_units} units chosen by hopper/setup.py from the plan's environment)"]
 
 
-TRANSFORMS: dict[str, Callable[[Path, Subset, bool], list[str]]] = {"flash_attn_2": _flash_attn_2, "env": _env_only}
+TRANSFORMS: dict[str, Callable[[Path, Subset, bool], list[str]]] = {
+    "flash_attn_2": _flash_attn_2, "flash_attn_3": _flash_attn_3, "env": _env_only}
+ENV_DRIVEN = ("env", "flash_attn_3")  # upstream's build picks the units: the count is not ours to check
 
 
 def apply_subset(tree: Path, subset: Subset, split: bool | None = None) -> list[str]:
@@ -208,7 +243,7 @@ def apply_subset(tree: Path, subset: Subset, split: bool | None = None) -> list[
         return list(done["translation_units"])
     units = TRANSFORMS[subset.transform](tree, subset, split)
     expected = subset.compile_units if split else subset.translation_units
-    if subset.transform != "env" and len(units) != expected:
+    if subset.transform not in ENV_DRIVEN and len(units) != expected:
         raise SubsetError(f"subset '{subset.name}' left {len(units)} files to compile, the recipe expects {expected}")
     marker.write_text(json.dumps({"subset": subset.name, "split_branches": split, "translation_units": units},
                                  indent=1))

@@ -275,8 +275,9 @@ def _subset_dims(recipe: Any, p: Any) -> tuple[list[int], str]:
     """Head dims the build keeps (empty: all) and the text a call outside them must raise."""
     subset = recipe.subsets[p.subset] if p.subset else None
     dims = list(subset.head_dims) if subset else []
-    # our flash-attn 2 transformation raises its own message; FA3's switches raise upstream's
-    return dims, "olmo-doctor --subset" if subset and subset.transform == "flash_attn_2" else ""
+    # our flash-attn 2 and FlashAttention-3 transformations raise their own message; a recipe whose subset is
+    # upstream's switches alone raises upstream's
+    return dims, "olmo-doctor --subset" if subset and subset.transform in ("flash_attn_2", "flash_attn_3") else ""
 
 
 def _start_check(recipe: Any, p: Any, python: str) -> Any:

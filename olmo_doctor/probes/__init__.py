@@ -45,6 +45,7 @@ def collect(runner: Runner = run, deep: bool = False, import_torch: bool = True)
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         parts = list(pool.map(_safe, jobs))
     facts = merge(*parts)
+    facts.update(_safe(lambda: torch_probe.auto_pick(facts)))  # needs the GPU's and torch's facts together
     if deep:
         from olmo_doctor.probes import deep as deep_probe
 

@@ -44,7 +44,8 @@ try:
 except Exception:
     out["torch.nccl"] = None
 out["torch.cuda_available"] = bool(torch.cuda.is_available())
-for mod, key in (("flash_attn_2_cuda", "flash_attn"), ("xformers.ops", "xformers")):
+for mod, key in (("flash_attn_2_cuda", "flash_attn"), ("flash_attn_interface", "flash_attn_3"),
+                 ("xformers.ops", "xformers")):
     if not sys.argv[1:] or key not in sys.argv[1:]:
         continue
     try:
@@ -60,6 +61,7 @@ for mod, key in (("flash_attn_2_cuda", "flash_attn"), ("xformers.ops", "xformers
 print(json.dumps(out))
 """
 
+KERNELS = (("flash-attn", "flash_attn"), ("flash_attn_3", "flash_attn_3"), ("xformers", "xformers"))  # dist, key
 VERSION_FIELD = re.compile(r"^(__version__|cuda|hip)\s*(?::[^=]*)?=\s*['\"]?([^'\"\n]*)['\"]?", re.M)
 
 
@@ -78,7 +80,7 @@ def static_facts() -> tuple[Facts, Path | None]:
             facts["torch.cuda"] = None if cuda in (None, "", "None") else cuda
         except OSError:
             pass
-    for dist_name, key in (("flash-attn", "flash_attn"), ("xformers", "xformers")):
+    for dist_name, key in KERNELS:
         facts[f"{key}.version"] = dists.version(dist_name)
     return facts, torch_dir
 
@@ -123,6 +125,17 @@ def probe(import_torch: bool = True) -> Facts:
     facts, torch_dir = static_facts()
     if torch_dir is None or not import_torch:
         return facts
-    kernels = [k for k in ("flash_attn", "xformers") if facts.get(f"{k}.version")]
+    kernels = [k for _, k in KERNELS if facts.get(f"{k}.version")]
     facts.update(dynamic_facts(torch_dir, kernels))
     return facts
+
+
+def auto_pick(facts: Facts) -> Facts:
+    """Which kernel package `attn_backend: auto` takes on this GPU and torch without timing: the one
+    `build-kernels`' GPU check recorded as faster than SDPA (olmo_doctor.build.verify), else 'sdpa'."""
+    gpu, version = facts.get("gpu.0.name"), facts.get("torch.version")
+    if not gpu or not version:
+        return {"attention.auto_pick": None}
+    from olmo_doctor.build.verify import preferred_backend
+
+    return {"attention.auto_pick": preferred_backend(str(gpu), str(version))}

@@ -136,3 +136,23 @@ def test_a_build_kernels_record_names_the_trainer_backend(monkeypatch: pytest.Mo
 
     c = choose(ModelConfig(), 4, 4096, torch.device("cuda"), measure_fn=never)
     assert c.backend == "flash_attn_3" and "build-kernels" in c.reason
+
+
+def test_measure_weights_windowed_and_full_layers_by_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OLMo 3: 3 windowed layers per full one. A backend fast on windows but slow on full layers must be charged
+    for both (numbers from an H200: flex 4.23 / 5.34 ms, sdpa with flex windows 4.24 / 3.77 ms)."""
+    times = {("flex", 4096): 4.23, ("flex", None): 5.34, ("sdpa", 4096): 4.24, ("sdpa", None): 3.77}
+    monkeypatch.setattr(attention_choice, "candidates", lambda cfg, device, names=(): ["sdpa", "flex"])
+
+    def fake_time(fn: object, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None
+                  ) -> tuple[float, torch.Tensor]:
+        name = next(n for n, b in attention_choice.BACKENDS.items() if b.fn is fn)
+        return times[(name, window)], torch.ones(1)
+
+    monkeypatch.setattr(attention_choice, "_time_fwd_bwd", fake_time)
+    cfg = ModelConfig(d_model=64, n_layers=8, n_heads=4, sliding_window=[4096, 4096, 4096, -1])
+    got = attention_choice.measure(cfg, 1, 8, torch.device("cpu"))
+    # layers 3 and 7 are full (the pattern's -1 and the forced last layer): 6 windowed, 2 full
+    assert got["flex"][0] == pytest.approx((6 * 4.23 + 2 * 5.34) / 8)
+    assert got["sdpa"][0] == pytest.approx((6 * 4.24 + 2 * 3.77) / 8)
+    assert decide(got).backend == "sdpa"

@@ -147,7 +147,7 @@ def test_parallel_settings_are_validated(micro: Callable[..., TrainConfig], tmp_
 
     cfg = micro(tmp_path, tmp_path / "run")
     for key, value, message in (("dp", "zero3", "parallel.dp 'zero3' is not one of: fsdp, ddp"),
-                                ("ac", "some", "parallel.ac 'some' is not one of: none, full, selective"),
+                                ("ac", "some", "parallel.ac 'some' is not one of: none, full, selective, auto"),
                                 ("ac_every", 0, "parallel.ac_every must be a positive number")):
         bad = micro(tmp_path, tmp_path / "run")
         setattr(bad.parallel, key, value)

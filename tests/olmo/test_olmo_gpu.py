@@ -24,7 +24,7 @@ def test_smoke_on_gpu() -> None:
     assert res.tokens_per_s > 0
 
 
-@pytest.mark.parametrize("name", ["flash_attn", "flash_attn_3", "xformers"])
+@pytest.mark.parametrize("name", ["flex", "flash_attn", "flash_attn_3", "xformers"])
 @pytest.mark.parametrize("window", [None, 64])
 def test_kernel_backends_match_sdpa(name: str, window: int | None) -> None:
     device = torch.device("cuda")

@@ -1,0 +1,96 @@
+"""FlashAttention-3 `--subset olmo`: upstream's DISABLE_* switches pick the kernels, and the Python entry point
+(hopper/flash_attn_interface.py) gets a guard so that a call outside the subset raises a clear error. Measured on
+an H200: without it, FA3's own C++ refusal of a head dim of 256 killed the process (SIGSEGV)."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from olmo_doctor.build.recipes import find_recipe
+from olmo_doctor.build.subset import MARKER, SubsetError, apply_subset
+
+FA3 = find_recipe("flash-attn-3")
+OLMO = FA3.subsets["olmo"]
+ROOT = Path(__file__).resolve().parents[1]
+
+# the two places the transformation anchors on, in a stand-in module written for this test
+STAND_IN = '''import torch
+
+if True:
+    flash_attn_3_gpu = torch.ops.flash_attn_3
+
+
+def maybe_contiguous(x):
+    return x
+
+
+def _flash_attn_forward(q, k, v, k_new=None, v_new=None):
+    q, k, k_new, v_new = [maybe_contiguous(x) for x in (q, k, k_new, v_new)]
+    return "kernel called"
+'''
+
+
+def _tree(tmp_path: Path, text: str = STAND_IN) -> Path:
+    (tmp_path / "hopper").mkdir()
+    (tmp_path / "hopper" / "flash_attn_interface.py").write_text(text)
+    return tmp_path
+
+
+def _forward(tree: Path) -> object:
+    namespace: dict[str, object] = {}
+    exec(compile((tree / "hopper" / "flash_attn_interface.py").read_text(), "fa3", "exec"), namespace)
+    return namespace["_flash_attn_forward"]
+
+
+def test_calls_outside_the_subset_raise_before_the_kernel(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    apply_subset(tree, OLMO)
+    forward = _forward(tree)
+    ok = torch.zeros(1, 8, 2, 128, dtype=torch.bfloat16)
+    assert forward(ok, ok, ok) == "kernel called"  # type: ignore[operator]
+    big = torch.zeros(1, 8, 2, 256, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match=r"olmo-doctor --subset olmo\) has kernels for head dim 128 only.*Got 256"):
+        forward(big, big, big)  # type: ignore[operator]
+    small = torch.zeros(1, 8, 2, 64, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="head dim 128 only"):
+        forward(small, small, small)  # type: ignore[operator]
+    half = torch.zeros(1, 8, 2, 128, dtype=torch.float16)
+    with pytest.raises(RuntimeError, match=r"has kernels for dtype bf16 only.*Got torch.float16"):
+        forward(half, half, half)  # type: ignore[operator]
+
+
+def test_an_other_upstream_version_fails_loudly_and_leaves_the_tree(tmp_path: Path) -> None:
+    changed = STAND_IN.replace("maybe_contiguous(x) for x in (q, k, k_new, v_new)", "x for x in (q, k)")
+    tree = _tree(tmp_path, changed)
+    with pytest.raises(SubsetError, match="expected one match"):
+        apply_subset(tree, OLMO)
+    assert (tree / "hopper" / "flash_attn_interface.py").read_text() == changed
+    assert not (tree / MARKER).exists()
+
+
+def test_applied_once(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    apply_subset(tree, OLMO)
+    once = (tree / "hopper" / "flash_attn_interface.py").read_text()
+    apply_subset(tree, OLMO)  # the marker says it is done: no second guard
+    assert (tree / "hopper" / "flash_attn_interface.py").read_text() == once
+    assert once.count("    _olmo_doctor_subset_check(q, v)\n") == 1
+
+
+def test_the_pinned_source_takes_the_edit(tmp_path: Path) -> None:
+    """On the carried source of bench/fetch_sources.sh, when it is there (it is not committed)."""
+    carried = sorted((ROOT / ".bench").glob("flash-attention-3-*.tar.gz"))
+    if not carried:
+        pytest.skip("no .bench/flash-attention-3-*.tar.gz (bash bench/fetch_sources.sh makes it)")
+    with tarfile.open(carried[-1]) as tar:
+        top = tar.getnames()[0].split("/")[0]
+        tar.extractall(tmp_path, members=[m for m in tar.getmembers() if "/hopper/flash_attn_interface.py" in m.name],
+                       filter="data")
+    apply_subset(tmp_path / top, OLMO)
+    text = (tmp_path / top / "hopper" / "flash_attn_interface.py").read_text()
+    assert text.count("    _olmo_doctor_subset_check(q, v)\n") == 1 and "def _olmo_doctor_subset_check" in text
+    compile(text, "flash_attn_interface.py", "exec")

@@ -1,0 +1,48 @@
+"""`olmo-doctor check` names each installed attention kernel, whether it loads against this torch, and whether it
+is the one `attn_backend: auto` takes (build-kernels' GPU check found it faster than SDPA on this GPU and torch)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from olmo_doctor.facts import FactValue
+from olmo_doctor.probes import torch_probe
+from olmo_doctor.render import area_lines
+
+H200: dict[str, FactValue] = {"gpu.count": 1, "gpu.0.name": "NVIDIA H200", "torch.version": "2.11.0+cu130"}
+
+
+def test_kernels_line_says_loads_and_auto_pick() -> None:
+    facts = {**H200, "flash_attn.version": "2.8.3.post2+olmo.hd128.bf16", "flash_attn.import_ok": True,
+             "flash_attn_3.version": "3.0.0+olmo.hd128.bf16", "flash_attn_3.import_ok": True,
+             "xformers.version": "0.0.35", "xformers.import_ok": False, "attention.auto_pick": "flash-attn-3"}
+    line = area_lines(facts)["Kernels"]
+    assert "flash-attn 2.8.3.post2+olmo.hd128.bf16 (loads)" in line
+    assert "flash-attn-3 3.0.0+olmo.hd128.bf16 (loads; auto picks it)" in line
+    assert "xformers 0.0.35 (does not load against this torch)" in line
+
+
+def test_no_kernel_beat_sdpa_is_said() -> None:
+    facts = {**H200, "flash_attn.version": "2.8.3", "flash_attn.import_ok": True, "attention.auto_pick": "sdpa"}
+    line = area_lines(facts)["Kernels"]
+    assert "auto picks" not in line and "no built kernel beat SDPA" in line
+    assert "flash-attn-3 not installed" in line
+
+
+def test_auto_pick_reads_build_kernels_record_for_this_gpu_and_torch(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    from olmo_doctor.build.verify import state_path
+
+    state_path().parent.mkdir(parents=True, exist_ok=True)
+    rec = {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "ok": True, "kernel_ms": 1.9, "sdpa_ms": 2.1}
+    state_path().write_text(json.dumps({"results": [
+        {**rec, "package": "flash-attn-3", "faster": "flash-attn-3"},
+        {**rec, "package": "flash-attn", "faster": "sdpa", "kernel_ms": 3.5},
+        {**rec, "package": "xformers", "faster": "xformers", "kernel_ms": 1.0, "torch": "2.10.0+cu128"}]}))
+    assert torch_probe.auto_pick(H200) == {"attention.auto_pick": "flash-attn-3"}
+    assert torch_probe.auto_pick({**H200, "gpu.0.name": "NVIDIA A100"}) == {"attention.auto_pick": "sdpa"}
+    assert torch_probe.auto_pick({"gpu.count": 0}) == {"attention.auto_pick": None}
