@@ -99,3 +99,19 @@ def test_a_crashing_probe_loses_only_its_facts(monkeypatch: pytest.MonkeyPatch) 
     facts = collect(import_torch=False)
     assert facts["probe.error"] == "RuntimeError: odd machine"
     assert facts["python.version"] is not None
+
+
+def test_torch_facts_cache_key_follows_the_kernel_extension_on_the_path(tmp_path, monkeypatch) -> None:
+    """A stale kernel extension earlier on the path (PYTHONPATH) must not be answered from the cache of the clean
+    install: the key names the extension module the probe imports, not only the package."""
+    from olmo_doctor.probes import torch_probe
+
+    monkeypatch.syspath_prepend(str(tmp_path / "clean"))
+    (tmp_path / "clean").mkdir()
+    before = torch_probe._cache_key(tmp_path, ["flash_attn"])
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "flash_attn_2_cuda.py").write_text("raise ImportError('undefined symbol: _ZN3c10')\n")
+    monkeypatch.syspath_prepend(str(shadow))
+    monkeypatch.setenv("PYTHONPATH", str(shadow))
+    assert torch_probe._cache_key(tmp_path, ["flash_attn"]) != before

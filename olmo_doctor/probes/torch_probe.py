@@ -62,6 +62,7 @@ print(json.dumps(out))
 """
 
 KERNELS = (("flash-attn", "flash_attn"), ("flash_attn_3", "flash_attn_3"), ("xformers", "xformers"))  # dist, key
+EXTENSION_OF = {"flash_attn": "flash_attn_2_cuda", "flash_attn_3": "flash_attn_interface"}  # what WORKER imports
 VERSION_FIELD = re.compile(r"^(__version__|cuda|hip)\s*(?::[^=]*)?=\s*['\"]?([^'\"\n]*)['\"]?", re.M)
 
 
@@ -98,10 +99,13 @@ def _cache_key(torch_dir: Path, kernels: list[str]) -> str:
     except OSError:
         driver = ""
     parts = [sys.executable, str(torch_dir), str(_mtime(torch_dir / "version.py")), driver,
-             os.environ.get("CUDA_VISIBLE_DEVICES", "")]
-    for key in kernels:
-        spec = find_spec(key)
-        parts += [key, str(_mtime(Path(spec.origin) if spec and spec.origin else None))]
+             os.environ.get("CUDA_VISIBLE_DEVICES", ""), os.environ.get("PYTHONPATH", "")]
+    # the extension modules the worker imports decide import_ok: a kernel rebuilt, or another copy earlier on the
+    # path (a stale .so shadowing a fresh install), is a new answer, so their paths and mtimes are in the key
+    for key in [*kernels, *(EXTENSION_OF.get(k, "") for k in kernels)]:
+        spec = find_spec(key) if key else None
+        origin = spec.origin if spec and spec.origin else None
+        parts += [key, str(origin), str(_mtime(Path(origin) if origin else None))]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
