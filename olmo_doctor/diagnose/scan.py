@@ -136,6 +136,10 @@ class Scanner:
             self.line += 1
         return hits
 
+    def jump(self, line: int) -> None:
+        """The next chunk starts at `line`: lines before it were skipped, so no message spans the gap."""
+        self.line, self.carry = line, b""
+
     def _candidates(self, low: bytes) -> dict[int, set[str]]:
         """Line start offset -> the needles whose gram occurs on that line."""
         assert self.regex is not None
