@@ -124,8 +124,9 @@ def _decompress(stream: BinaryIO) -> tuple[BinaryIO, bytes, int, str]:
     for magic, kind in _MAGIC:
         if head.startswith(magic):
             raw = cast(BinaryIO, io.BufferedReader(_Prepend(head, stream)))
-            inner = cast(BinaryIO, gzip.GzipFile(fileobj=raw) if kind == "gzip" else  # noqa: SIM115
-                         bz2.BZ2File(raw) if kind == "bz2" else lzma.LZMAFile(raw))
+            # closed with the stream it wraps, in LogReader.__iter__
+            opener = {"gzip": lambda f: gzip.GzipFile(fileobj=f), "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}[kind]
+            inner = cast(BinaryIO, opener(raw))
             size = _compressed_size(stream)
             limit = min(MAX_READ, max(MAX_DECOMPRESSED, MAX_RATIO * size if size else 0))
             return inner, inner.read(HEAD), limit, kind
