@@ -23,7 +23,7 @@ import lzma
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
 
@@ -110,6 +110,10 @@ class _Prepend(io.RawIOBase):
         return len(data)
 
 
+_OPENERS: dict[str, Callable[[BinaryIO], object]] = {
+    "gzip": lambda f: gzip.GzipFile(fileobj=f), "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}
+
+
 def _compressed_size(stream: BinaryIO) -> int | None:
     try:
         return os.fstat(stream.fileno()).st_size
@@ -125,8 +129,7 @@ def _decompress(stream: BinaryIO) -> tuple[BinaryIO, bytes, int, str]:
         if head.startswith(magic):
             raw = cast(BinaryIO, io.BufferedReader(_Prepend(head, stream)))
             # closed with the stream it wraps, in LogReader.__iter__
-            opener = {"gzip": lambda f: gzip.GzipFile(fileobj=f), "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}[kind]
-            inner = cast(BinaryIO, opener(raw))
+            inner = cast(BinaryIO, _OPENERS[kind](raw))
             size = _compressed_size(stream)
             limit = min(MAX_READ, max(MAX_DECOMPRESSED, MAX_RATIO * size if size else 0))
             return inner, inner.read(HEAD), limit, kind
