@@ -55,7 +55,13 @@ def clean(line: str) -> str:
         line = parts[-1] if parts else ""
     if "\x1b" in line:
         line = ANSI.sub("", line)
-    return PREFIX.sub("", line).rstrip()
+    return unprefix(line).rstrip()
+
+
+def unprefix(line: str) -> str:
+    """The line without the tool prefixes at its start (a match at 0: `sub` would try every position)."""
+    m = PREFIX.match(line)
+    return line[m.end():] if m else line
 
 
 def _detect(head: bytes, name: str) -> str:

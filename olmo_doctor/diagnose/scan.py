@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from olmo_doctor.diagnose import grams as G
 from olmo_doctor.diagnose.literals import Alt, candidates
-from olmo_doctor.diagnose.reader import PREFIX
+from olmo_doctor.diagnose.reader import unprefix
 from olmo_doctor.rules.model import Rule
 
 # A message continued on the next line leaves at most TAIL characters after its required string; a wrapped one
@@ -32,6 +32,8 @@ SEAM = 200
 # Enough lines of one signature to judge it (the ranking stops counting repeats at 5); later ones are skipped so
 # a benign line repeated 100,000 times cannot slow the scan down.
 MAX_HITS_PER_SIGNATURE = 20
+# Remembered misses (a few MB at most); the set starts over when full.
+MAX_MISSES = 200_000
 
 
 @dataclass(frozen=True)
@@ -80,12 +82,15 @@ class Scanner:
         self.needles: dict[int, Alt] = {}
         self.by_needle: dict[str, list[SigRef]] = {}
         self.grams: dict[bytes, list[str]] = {}
-        self.first: dict[int, list[bytes]] = {}
+        self.closure: dict[bytes, list[str]] = {}
         self.regex: re.Pattern[bytes] | None = None
+        self.on_line: re.Pattern[bytes] = re.compile(b"(?!)")
         self.slow = [(ref, re.compile(ref.pattern.pattern, ref.pattern.flags | re.M)) for ref in index.slow]
         self.line = 1  # number of the first line of the next chunk
         self.carry = b""  # the last line of the previous chunk, for messages wrapped across the boundary
         self.seen: set[tuple[int, int]] = set()
+        self.line_needles: dict[int, set[str]] = {}  # needles by line hash (lowercased): repeated lines
+        self.misses: set[tuple[int, ...]] = set()  # (signature, line hash) and (signature, pair hashes) that failed
         self.counts: Counter[int] = Counter()  # hits per signature
 
     def _prepare(self, chunk: bytes) -> None:
@@ -101,9 +106,12 @@ class Scanner:
     def _compile(self) -> None:
         firsts = {g[0] for g in self.grams}
         self.regex = G.gram_regex(tuple(sorted(self.grams)), tuple(sorted((b, self.freq[b]) for b in firsts)))
-        self.first = {}
-        for gram in self.grams:
-            self.first.setdefault(gram[0], []).append(gram)
+        # The regex tries a first character's grams longest first, so at a position it reports the longest gram
+        # there; every other gram there is a prefix of it, so the needles of a match are those of its prefixes.
+        # the same grams, found at every position (overlapping), for the rest of a line once it has one
+        self.on_line = re.compile(b"(?=(" + self.regex.pattern + b"))")
+        self.closure = {g: sorted({n for p in self.grams if g.startswith(p) for n in self.grams[p]})
+                        for g in self.grams}
 
     def _retire(self) -> bool:
         """Forget needles whose signatures all have enough hits; True when the gram set changed."""
@@ -144,18 +152,24 @@ class Scanner:
         """Line start offset -> the needles whose gram occurs on that line."""
         assert self.regex is not None
         found: dict[int, set[str]] = {}
-        search, grams, first = self.regex.search, self.grams, self.first
-        line_start, line_end, pos = 0, -1, 0
+        search, closure, on_line, known = self.regex.search, self.closure, self.on_line.findall, self.line_needles
+        pos = 0
         while (m := search(low, pos)) is not None:
             p = m.start()
-            if p > line_end:
-                line_start = low.rfind(b"\n", 0, p) + 1
-                line_end = low.find(b"\n", p)
-                line_end = len(low) if line_end < 0 else line_end
-            for gram in first.get(low[p], ()):
-                if low.startswith(gram, p):
-                    found.setdefault(line_start, set()).update(grams[gram])
-            pos = p + 1
+            line_end = low.find(b"\n", p)
+            line_end = len(low) if line_end < 0 else line_end
+            line_start = low.rfind(b"\n", 0, p) + 1
+            key = hash(low[line_start:line_end])
+            needles = known.get(key)
+            if needles is None:
+                needles = set(closure[m.group()])
+                for gram in on_line(low, p + 1, line_end):  # the rest of the line in one call
+                    needles.update(closure[gram])
+                if len(known) >= MAX_MISSES:
+                    known.clear()
+                known[key] = needles
+            found[line_start] = needles
+            pos = line_end + 1
         return found
 
     def _scan(self, text: bytes, line0: int) -> Iterator[Hit]:
@@ -182,40 +196,60 @@ class Scanner:
                         yield hit
 
     def _try(self, ref: SigRef, text: bytes, start: int, line: int, joined: bool) -> Iterator[Hit]:
-        raw = _line(text, start)
+        data = _raw(text, start)
         needles = self.needles.get(ref.key, frozenset())
         next_start = text.find(b"\n", start) + 1
         pairs = []
         if not joined:
             if (ref.key, line) in self.seen:
                 return
-            seg = _match(ref.pattern, raw)
-            if seg is not None:
-                self.seen.add((ref.key, line))
-                yield Hit(ref, line, seg, line)
-                return
+            raw = data.decode("utf-8", "replace")
+            alone = (ref.key, hash(data))
+            if alone not in self.misses:  # logs repeat lines: a line that did not match once never will
+                seg = _match(ref.pattern, raw)
+                if seg is not None:
+                    self.seen.add((ref.key, line))
+                    yield Hit(ref, line, seg, line)
+                    return
+                self._miss(alone)
             # the message starts here but may go on below (`>>> torch.cuda.is_available()` / `False`): only
             # worth trying when what it requires ends the line
             low = raw.rstrip().lower()
             if 0 < next_start < len(text) and any(0 <= len(low) - low.rfind(n) - len(n) <= TAIL for n in needles):
-                pairs.append((line, raw, _line(text, next_start)))
+                pairs.append((line, data, _raw(text, next_start)))
         else:  # the required text is not on this line alone: a message wrapped onto two lines?
             if start > 0:
-                pairs.append((line - 1, _line(text, text.rfind(b"\n", 0, start - 1) + 1), raw))
+                pairs.append((line - 1, _raw(text, text.rfind(b"\n", 0, start - 1) + 1), data))
             if 0 < next_start < len(text):
-                pairs.append((line, raw, _line(text, next_start)))
-        for first_line, a, b in pairs:
+                pairs.append((line, data, _raw(text, next_start)))
+        for first_line, a_data, b_data in pairs:
+            pair = (ref.key, hash(a_data), hash(b_data))
+            if pair in self.misses or (ref.key, first_line) in self.seen:
+                continue
+            a, b = a_data.decode("utf-8", "replace"), b_data.decode("utf-8", "replace")
             # cheap test first: does a required string span the end of `a` and the start of `b`?
             seam = f"{a.rstrip()[-SEAM:]} {b.lstrip()[:SEAM]}".lower()
             if needles and not any(n in seam for n in needles):
+                self._miss(pair)
                 continue
-            both = _join(a, b)
-            if (ref.key, first_line) in self.seen or _match(ref.pattern, a) or _match(ref.pattern, b):
+            if _match(ref.pattern, a) or _match(ref.pattern, b):
                 continue  # a line that matches alone is found (and quoted) on its own
+            both = _join(a, b)
             if ref.pattern.search(both):
                 self.seen.add((ref.key, first_line))
                 yield Hit(ref, first_line, both, first_line + 1)
                 return
+            self._miss(pair)
+
+    def _miss(self, key: tuple[int, ...]) -> None:
+        if len(self.misses) >= MAX_MISSES:
+            self.misses.clear()
+        self.misses.add(key)
+
+
+def _raw(text: bytes, start: int) -> bytes:
+    end = text.find(b"\n", start)
+    return text[start:] if end < 0 else text[start:end]
 
 
 def _line(text: bytes, start: int) -> str:
@@ -226,7 +260,7 @@ def _line(text: bytes, start: int) -> str:
 def _segments(raw: str) -> Iterator[str]:
     """The pieces a terminal would have shown: each carriage-return redraw, without tool prefixes."""
     for part in raw.split("\r") if "\r" in raw else (raw,):
-        part = PREFIX.sub("", part).rstrip()
+        part = unprefix(part).rstrip()
         if part:
             yield part
 
