@@ -9,8 +9,12 @@ least one of these when a pattern has an unbounded repeat that can scan past whe
 from __future__ import annotations
 
 import re
-import re._constants as _c
-import re._parser as _parser
+try:  # Python >= 3.11
+    import re._constants as _c
+    import re._parser as _parser
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _c  # type: ignore[no-redef]
+    import sre_parse as _parser  # type: ignore[no-redef]
 from typing import Any
 
 _REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", _c.MAX_REPEAT)}
@@ -104,24 +108,36 @@ def _fill(piece: str, size: int) -> str:
     return (piece * (size // max(len(piece), 1) + 1))[:size] if piece else ""
 
 
-def near_misses(pattern: str, size: int = 1 << 20) -> dict[str, str]:
-    """Adversarial lines of `size` characters for this pattern, by a name saying how each was built."""
+def recipes(pattern: str) -> dict[str, tuple[str, str]]:
+    """How each near-miss line of this pattern is built, by name: (head, unit), the line being the head then
+    the unit repeated."""
     parsed = _parser.parse(pattern)
-    lines: dict[str, str] = {}
+    out: dict[str, tuple[str, str]] = {}
     for branch in range(min(_branches(parsed.data), 8)):
         b = _Builder(branch)
         b.walk(parsed.data, top=True)
         example = b.text
         if len(example) > 1:
-            lines[f"b{branch}: example minus its last character, repeated"] = _fill(example[:-1] + " ", size)
+            out[f"b{branch}: example minus its last character, repeated"] = ("", example[:-1] + " ")
         for pos, run in b.cuts:
             prefix = example[:pos]
             if prefix:
-                lines[f"b{branch}: prefix {prefix!r} repeated"] = _fill(prefix, size)
+                out[f"b{branch}: prefix {prefix!r} repeated"] = ("", prefix)
             if run.strip(" ") or run == " ":
-                lines[f"b{branch}: prefix {prefix!r} then a run of {run!r}"] = (prefix + _fill(run, size))[:size]
-                lines[f"b{branch}: a run of {run!r}"] = _fill(run, size)
-                lines[f"b{branch}: prefix {prefix!r} and 40 of {run!r}, repeated"] = _fill(prefix + run * 40, size)
+                out[f"b{branch}: prefix {prefix!r} then a run of {run!r}"] = (prefix, run)
+                out[f"b{branch}: a run of {run!r}"] = ("", run)
+                out[f"b{branch}: prefix {prefix!r} and 40 of {run!r}, repeated"] = ("", prefix + run * 40)
+    return out
+
+
+def build(recipe: tuple[str, str], size: int) -> str:
+    head, unit = recipe
+    return (head + _fill(unit, size))[:size]
+
+
+def near_misses(pattern: str, size: int = 1 << 20) -> dict[str, str]:
+    """Adversarial lines of `size` characters for this pattern, by a name saying how each was built."""
+    lines = {label: build(recipe, size) for label, recipe in recipes(pattern).items()}
     return {k: v for k, v in lines.items() if v}
 
 

@@ -76,9 +76,11 @@ class Gap:
     size: int
 
 
-def window(blocks: Iterable[bytes], head: int = SCAN_HEAD, tail: int = SCAN_TAIL) -> Iterator[bytes | Gap]:
+def window(blocks: Iterable[bytes], head: int | None = None, tail: int | None = None) -> Iterator[bytes | Gap]:
     """The blocks of the first `head` bytes (to a block boundary), a Gap, and the last `tail` bytes from a line
     start; the blocks unchanged when the text is not longer than that. Holds at most `tail` + one block."""
+    head = SCAN_HEAD if head is None else head
+    tail = SCAN_TAIL if tail is None else tail
     seen = 0
     it = iter(blocks)
     kept: deque[bytes] = deque()
