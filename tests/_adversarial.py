@@ -9,6 +9,7 @@ least one of these when a pattern has an unbounded repeat that can scan past whe
 from __future__ import annotations
 
 import re
+
 try:  # Python >= 3.11
     import re._constants as _c
     import re._parser as _parser
