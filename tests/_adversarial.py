@@ -14,8 +14,8 @@ try:  # Python >= 3.11
     import re._constants as _c
     import re._parser as _parser
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _c  # type: ignore[no-redef]
-    import sre_parse as _parser  # type: ignore[no-redef]
+    import sre_constants as _c
+    import sre_parse as _parser
 from typing import Any
 
 _REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", _c.MAX_REPEAT)}
