@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from olmo_doctor.diagnose import grams as G
-from olmo_doctor.diagnose.literals import Alt, candidates
+from olmo_doctor.diagnose.literals import Alt, candidates, plain
 from olmo_doctor.diagnose.reader import unprefix
 from olmo_doctor.rules.model import Rule
 
@@ -32,6 +32,9 @@ SEAM = 200
 # Enough lines of one signature to judge it (the ranking stops counting repeats at 5); later ones are skipped so
 # a benign line repeated 100,000 times cannot slow the scan down.
 MAX_HITS_PER_SIGNATURE = 20
+# Two-line attempts per signature: a wrapped message is found among the first thousands of near misses; beyond
+# that a hostile log of near misses would only cost time.
+MAX_PAIR_TRIES = 5_000
 # Remembered misses (a few MB at most); the set starts over when full.
 MAX_MISSES = 200_000
 
@@ -47,6 +50,7 @@ class SigRef:
     weight: float
     role: str
     options: tuple[Alt, ...]
+    plain: bool = False  # no anchors or lookbehinds (literals.plain): a search of the raw line decides a miss
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ class Index:
         for rule in rules:
             for i, sig in enumerate(rule.signatures):
                 opts = tuple(candidates(sig.pattern))
-                refs.append(SigRef(len(refs), rule, i, sig.pattern, sig.weight, sig.role, opts))
+                refs.append(SigRef(len(refs), rule, i, sig.pattern, sig.weight, sig.role, opts, plain(sig.pattern)))
         return cls(refs, [r for r in refs if not r.options])
 
 
@@ -92,6 +96,7 @@ class Scanner:
         self.line_needles: dict[int, set[str]] = {}  # needles by line hash (lowercased): repeated lines
         self.misses: set[tuple[int, ...]] = set()  # (signature, line hash) and (signature, pair hashes) that failed
         self.counts: Counter[int] = Counter()  # hits per signature
+        self.pair_tries: Counter[int] = Counter()  # two-line attempts per signature that got past the seam test
 
     def _prepare(self, chunk: bytes) -> None:
         data = G.sample(chunk)
@@ -187,31 +192,46 @@ class Scanner:
                     yield from self._try(ref, text, offset, line0 + decoded.count("\n", 0, start), joined=False)
 
     def _confirm(self, text: bytes, start: int, line: int, needles: set[str]) -> Iterator[Hit]:
-        low = _line(text, start).lower()
+        data = _raw(text, start)
+        raw = data.decode("utf-8", "replace")
+        low = raw.lower()
         for needle in needles:
+            inline = needle in low
             for ref in self.by_needle[needle]:
                 if (ref.key, line) not in self.seen and self.counts[ref.key] < MAX_HITS_PER_SIGNATURE:
-                    for hit in self._try(ref, text, start, line, joined=needle not in low):
+                    for hit in self._try(ref, text, start, line, joined=not inline, data=data, raw=raw):
                         self.counts[ref.key] += 1
                         yield hit
 
-    def _try(self, ref: SigRef, text: bytes, start: int, line: int, joined: bool) -> Iterator[Hit]:
-        data = _raw(text, start)
+    def _alone(self, ref: SigRef, data: bytes, raw: str) -> str | None:
+        """The piece of this line the signature matches on its own, if any."""
+        if ref.plain and "\r" not in raw:
+            # no anchors or lookbehinds: the whole line holds a match exactly when its unprefixed text does,
+            # so one search decides the usual miss
+            return _match(ref.pattern, raw) if ref.pattern.search(raw) else None
+        alone = (ref.key, hash(data))
+        if alone in self.misses:  # logs repeat lines: a line that did not match once never will
+            return None
+        seg = _match(ref.pattern, raw)
+        if seg is None:
+            self._miss(alone)
+        return seg
+
+    def _try(self, ref: SigRef, text: bytes, start: int, line: int, joined: bool, data: bytes | None = None,
+             raw: str | None = None) -> Iterator[Hit]:
+        data = _raw(text, start) if data is None else data
         needles = self.needles.get(ref.key, frozenset())
         next_start = text.find(b"\n", start) + 1
         pairs = []
         if not joined:
             if (ref.key, line) in self.seen:
                 return
-            raw = data.decode("utf-8", "replace")
-            alone = (ref.key, hash(data))
-            if alone not in self.misses:  # logs repeat lines: a line that did not match once never will
-                seg = _match(ref.pattern, raw)
-                if seg is not None:
-                    self.seen.add((ref.key, line))
-                    yield Hit(ref, line, seg, line)
-                    return
-                self._miss(alone)
+            raw = data.decode("utf-8", "replace") if raw is None else raw
+            seg = self._alone(ref, data, raw)
+            if seg is not None:
+                self.seen.add((ref.key, line))
+                yield Hit(ref, line, seg, line)
+                return
             # the message starts here but may go on below (`>>> torch.cuda.is_available()` / `False`): only
             # worth trying when what it requires ends the line
             low = raw.rstrip().lower()
@@ -222,16 +242,23 @@ class Scanner:
                 pairs.append((line - 1, _raw(text, text.rfind(b"\n", 0, start - 1) + 1), data))
             if 0 < next_start < len(text):
                 pairs.append((line, data, _raw(text, next_start)))
+        if pairs and self.pair_tries[ref.key] >= MAX_PAIR_TRIES:
+            return  # this signature's near misses used up its budget for wrapped messages
         for first_line, a_data, b_data in pairs:
+            # cheap test first, on bytes (4 bytes per character at most): does a required string span the end
+            # of `a` and the start of `b`?
+            seam = a_data.rstrip()[-4 * SEAM :].lower() + b" " + b_data.lstrip()[: 4 * SEAM].lower()
+            if needles and not any(n.encode() in seam for n in needles):
+                continue
             pair = (ref.key, hash(a_data), hash(b_data))
             if pair in self.misses or (ref.key, first_line) in self.seen:
                 continue
             a, b = a_data.decode("utf-8", "replace"), b_data.decode("utf-8", "replace")
-            # cheap test first: does a required string span the end of `a` and the start of `b`?
-            seam = f"{a.rstrip()[-SEAM:]} {b.lstrip()[:SEAM]}".lower()
-            if needles and not any(n in seam for n in needles):
+            seam_text = f"{a.rstrip()[-SEAM:]} {b.lstrip()[:SEAM]}".lower()
+            if needles and not any(n in seam_text for n in needles):
                 self._miss(pair)
                 continue
+            self.pair_tries[ref.key] += 1
             if _match(ref.pattern, a) or _match(ref.pattern, b):
                 continue  # a line that matches alone is found (and quoted) on its own
             both = _join(a, b)
@@ -266,6 +293,9 @@ def _segments(raw: str) -> Iterator[str]:
 
 
 def _match(pattern: re.Pattern[str], raw: str) -> str | None:
+    if "\r" not in raw:  # the usual line: one piece
+        part = unprefix(raw).rstrip()
+        return part if part and pattern.search(part) else None
     for seg in _segments(raw):
         if pattern.search(seg):
             return seg

@@ -1,0 +1,172 @@
+"""`diagnose` stays bounded on hostile input: huge lines, huge logs, compression bombs, escape storms.
+
+What is cut is said in the output (text and --json `input_cut`); what is kept (the head and tail of a line, the
+head and tail of a log) still names the root cause with the right line numbers.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from olmo_doctor.cli import app
+from olmo_doctor.diagnose import diagnose
+from olmo_doctor.diagnose import reader as R
+from olmo_doctor.diagnose import window as W
+from olmo_doctor.diagnose.reader import iter_chunks
+from tests._adversarial import write_adversarial_log
+from tests.conftest import ROOT
+
+DISK = b"OSError: [Errno 28] No space left on device\n"
+OOM = b"c++: fatal error: Killed signal terminated program cc1plus\n"
+
+
+def run(path: Path):  # type: ignore[no-untyped-def]
+    return diagnose(iter_chunks(path))
+
+
+def first_line_of(diag, code: str) -> int:  # type: ignore[no-untyped-def]
+    return next(f.matched_lines[0].line for f in diag.findings if f.code == code)
+
+
+def test_a_huge_line_keeps_its_head_and_tail(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_bytes(b"start\n" + b"progress " * 600_000 + DISK + b"next\n" + OOM)
+    diag = run(log)
+    assert first_line_of(diag, "OD230") == 2  # the error at the end of the 5 MB line
+    assert first_line_of(diag, "OD210") == 4  # line numbers after it are right
+    assert diag.cuts.long_lines == 1 and diag.cuts.first_long_line == 2
+    assert diag.cuts.long_bytes > 5_000_000
+    assert any("shortened" in s for s in diag.cuts.sentences())
+
+
+def test_many_long_lines_in_one_chunk_are_all_cut(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_bytes((b"a" * 50_000 + b"\n") * 30 + OOM)
+    diag = run(log)
+    assert diag.cuts.long_lines == 30 and diag.cuts.first_long_line == 1
+    assert first_line_of(diag, "OD210") == 31
+    assert diag.size < 30 * (W.LINE_MAX + 100) + 100
+
+
+def test_the_middle_of_a_huge_log_is_skipped_and_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(R, "BLOCK", 64 << 10)
+    monkeypatch.setattr(W, "SCAN_HEAD", 256 << 10)
+    monkeypatch.setattr(W, "SCAN_TAIL", 256 << 10)
+    filler = b"compiling kernel number 12345 of many\n"  # 38 bytes
+    n = 30_000  # about 1.1 MB on each side of the middle cause
+    log = tmp_path / "big.log"
+    log.write_bytes(OOM + filler * n + DISK + filler * n + b"RuntimeError: CUDA out of memory. Tried to allocate 2 GiB\n")
+    diag = run(log)
+    codes = [f.code for f in diag.findings]
+    assert "OD210" in codes and "OD255" in codes and "OD230" not in codes  # head and tail seen, middle not
+    assert first_line_of(diag, "OD255") == 2 * n + 3
+    cuts = diag.cuts
+    assert cuts.skipped_bytes > 1_000_000 and 0 < cuts.skipped_from < n + 2 < cuts.skipped_from + cuts.skipped_lines
+    assert diag.lines == 2 * n + 3
+
+
+def _bomb(compress, megabytes_of_text: int) -> bytes:  # type: ignore[no-untyped-def]
+    """Concatenated members, each 1 MB of text compressed: every reader inflates them all in sequence."""
+    member = compress(b"building extension, nothing wrong here\n" * 27_000)
+    return member * megabytes_of_text
+
+
+@pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress], ids=["gzip", "bz2", "xz"])
+def test_a_compression_bomb_stops_at_the_cap(compress, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(R, "MAX_DECOMPRESSED", 4 << 20)
+    log = tmp_path / "bomb.log.z"
+    log.write_bytes(_bomb(compress, 200))
+    diag = run(log)
+    assert diag.cuts.stopped_at and diag.size <= (4 << 20) + R.BLOCK
+    assert "expands further" in diag.cuts.stop_reason
+    assert any("reading stopped" in s for s in diag.cuts.sentences())
+
+
+def test_a_small_compressed_log_is_read_whole(tmp_path: Path) -> None:
+    log = tmp_path / "x.log.xz"
+    log.write_bytes(lzma.compress(b"ok\n" * 1000 + DISK))
+    diag = run(log)
+    assert not diag.cuts and first_line_of(diag, "OD230") == 1001
+
+
+def test_an_unterminated_escape_does_not_swallow_the_next_lines(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_bytes(b"\x1b]0;a title that never ends\n" + DISK + b"\x1b[" + b"1;" * 5000 + b"\n" + OOM)
+    diag = run(log)
+    assert first_line_of(diag, "OD230") == 2 and first_line_of(diag, "OD210") == 4
+
+
+def test_an_escape_storm_on_one_line(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    storm = b"\x1b[2K\x1b[1G\x1b[32m 45%|####   |\x1b[0m\r"
+    log.write_bytes(storm * 1_000_000 + b"\n" + OOM)
+    diag = run(log)
+    assert first_line_of(diag, "OD210") == 2
+    assert diag.cuts.long_lines == 1
+
+
+def test_the_cut_is_noted_in_text_and_json(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    log = tmp_path / "x.log"
+    log.write_bytes(b"x" * 100_000 + b"\n" + OOM)
+    res = CliRunner().invoke(app, ["diagnose", str(log), "--json"])
+    cut = json.loads(res.stdout)["input_cut"]
+    assert cut["long_lines"] == 1 and cut["first_long_line"] == 1 and cut["notes"]
+    res = CliRunner().invoke(app, ["diagnose", str(log)])
+    assert "Input cut:" in res.stdout and "shortened" in res.stdout
+
+
+# The measured run: a fresh interpreter whose only child is the diagnose process, so RUSAGE_CHILDREN is its own.
+_MEASURE = textwrap.dedent("""
+    import json, resource, subprocess, sys, time
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "olmo_doctor", "diagnose", sys.argv[1], "--json"],
+                         capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(json.dumps({"rc": out.returncode, "wall": wall, "cpu": use.ru_utime + use.ru_stime,
+                      "rss_mb": use.ru_maxrss / 1024, "out": out.stdout, "err": out.stderr[-2000:]}))
+""")
+
+
+def _measure(path: Path) -> dict:  # type: ignore[type-arg]
+    res = subprocess.run([sys.executable, "-c", _MEASURE, str(path)], capture_output=True, text=True, cwd=ROOT)
+    return json.loads(res.stdout)
+
+
+@pytest.mark.slow
+def test_50_mb_of_adversarial_text_in_under_3_s_and_500_mb(tmp_path: Path) -> None:
+    log = tmp_path / "hostile.log"
+    write_adversarial_log(log, 50)
+    got = _measure(log)
+    assert got["rc"] == 1, got["err"]
+    report = json.loads(got["out"])
+    assert "OD210" in [f["code"] for f in report["findings"]]  # the real cause at the end is still found
+    assert report["input_cut"]["long_lines"] >= 1
+    assert got["cpu"] < 3.0, got  # CPU time: other work on the box must not fail this
+    assert got["rss_mb"] < 500, got
+
+
+@pytest.mark.slow
+def test_a_10_gib_gzip_bomb_in_under_3_s_and_500_mb(tmp_path: Path) -> None:
+    log = tmp_path / "bomb.log.gz"
+    member = gzip.compress(b"NCCL INFO building extension, nothing wrong here at all\n" * 18_000, 9)
+    with log.open("wb") as out:
+        for _ in range(10 * 1024):  # 10 GiB of text from ~10 MB on disk
+            out.write(member)
+    got = _measure(log)
+    report = json.loads(got["out"])
+    assert report["input_cut"]["stopped_at"] > 0, got["err"]
+    assert got["cpu"] < 3.0, got
+    assert got["rss_mb"] < 500, got
