@@ -64,7 +64,8 @@ def test_the_middle_of_a_huge_log_is_skipped_and_counted(tmp_path: Path, monkeyp
     filler = b"compiling kernel number 12345 of many\n"  # 38 bytes
     n = 30_000  # about 1.1 MB on each side of the middle cause
     log = tmp_path / "big.log"
-    log.write_bytes(OOM + filler * n + DISK + filler * n + b"RuntimeError: CUDA out of memory. Tried to allocate 2 GiB\n")
+    cuda_oom = b"RuntimeError: CUDA out of memory. Tried to allocate 2 GiB\n"
+    log.write_bytes(OOM + filler * n + DISK + filler * n + cuda_oom)
     diag = run(log)
     codes = [f.code for f in diag.findings]
     assert "OD210" in codes and "OD255" in codes and "OD230" not in codes  # head and tail seen, middle not

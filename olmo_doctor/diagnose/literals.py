@@ -169,15 +169,19 @@ def _plain(items: Any) -> bool:
         if op is _c.AT and av in _ANCHORS:
             return False
         if op in (_c.ASSERT, _c.ASSERT_NOT):
-            direction, sub = av
-            if direction < 0 or not _plain(sub.data):
+            if av[0] < 0:  # a lookbehind
                 return False
-        elif op is _c.SUBPATTERN and not _plain(av[-1].data):
-            return False
-        elif op is _c.BRANCH and not all(_plain(b.data) for b in av[1]):
-            return False
-        elif op in _REPEATS and not _plain(av[2].data):
-            return False
-        elif _ATOMIC is not None and op is _ATOMIC and not _plain(av.data):
+            inner = [av[1]]
+        elif op is _c.SUBPATTERN:
+            inner = [av[-1]]
+        elif op is _c.BRANCH:
+            inner = list(av[1])
+        elif op in _REPEATS:
+            inner = [av[2]]
+        elif _ATOMIC is not None and op is _ATOMIC:
+            inner = [av]
+        else:
+            continue
+        if not all(_plain(sub.data) for sub in inner):
             return False
     return True
