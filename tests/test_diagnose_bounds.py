@@ -13,12 +13,14 @@ import lzma
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from olmo_doctor.cli import app
-from olmo_doctor.diagnose import diagnose
+from olmo_doctor.diagnose import Diagnosis, diagnose
 from olmo_doctor.diagnose import reader as R
 from olmo_doctor.diagnose import window as W
 from olmo_doctor.diagnose.reader import iter_chunks
@@ -29,11 +31,11 @@ DISK = b"OSError: [Errno 28] No space left on device\n"
 OOM = b"c++: fatal error: Killed signal terminated program cc1plus\n"
 
 
-def run(path: Path):  # type: ignore[no-untyped-def]
+def run(path: Path) -> Diagnosis:
     return diagnose(iter_chunks(path))
 
 
-def first_line_of(diag, code: str) -> int:  # type: ignore[no-untyped-def]
+def first_line_of(diag: Diagnosis, code: str) -> int:
     return next(f.matched_lines[0].line for f in diag.findings if f.code == code)
 
 
@@ -75,14 +77,14 @@ def test_the_middle_of_a_huge_log_is_skipped_and_counted(tmp_path: Path, monkeyp
     assert diag.lines == 2 * n + 3
 
 
-def _bomb(compress, megabytes_of_text: int) -> bytes:  # type: ignore[no-untyped-def]
+def _bomb(compress: Callable[[bytes], bytes], megabytes_of_text: int) -> bytes:
     """Concatenated members, each 1 MB of text compressed: every reader inflates them all in sequence."""
     member = compress(b"building extension, nothing wrong here\n" * 27_000)
     return member * megabytes_of_text
 
 
 @pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress], ids=["gzip", "bz2", "xz"])
-def test_a_compression_bomb_stops_at_the_cap(compress, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_a_compression_bomb_stops_at_the_cap(compress: Callable[[bytes], bytes], tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(R, "MAX_DECOMPRESSED", 4 << 20)
     log = tmp_path / "bomb.log.z"
@@ -141,7 +143,7 @@ _MEASURE = textwrap.dedent("""
 """)
 
 
-def _measure(path: Path) -> dict:  # type: ignore[type-arg]
+def _measure(path: Path) -> dict[str, Any]:
     res = subprocess.run([sys.executable, "-c", _MEASURE, str(path)], capture_output=True, text=True, cwd=ROOT)
     return json.loads(res.stdout)
 
