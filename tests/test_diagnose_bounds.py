@@ -173,3 +173,9 @@ def test_a_10_gib_gzip_bomb_in_under_3_s_and_500_mb(tmp_path: Path) -> None:
     assert report["input_cut"]["stopped_at"] > 0, got["err"]
     assert got["cpu"] < 3.0, got
     assert got["rss_mb"] < 500, got
+
+
+def test_text_from_a_caller_gets_the_same_bounds() -> None:
+    diag = diagnose(["\x1b[31m" + "x" * 3_000_000 + " No space left on device\x1b[0m\nok\n", OOM.decode()])
+    assert first_line_of(diag, "OD230") == 1 and first_line_of(diag, "OD210") == 3
+    assert diag.cuts.long_lines == 1 and diag.size < W.LINE_MAX + 200

@@ -14,7 +14,7 @@ cause so the root cause comes first, `present` words the findings and `output` p
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -23,7 +23,7 @@ from olmo_doctor.diagnose.present import to_diagnosis
 from olmo_doctor.diagnose.rank import Evidence, confidence, rank
 from olmo_doctor.diagnose.reader import LogReader, iter_chunks
 from olmo_doctor.diagnose.scan import Hit, Index, Scanner
-from olmo_doctor.diagnose.window import Cuts
+from olmo_doctor.diagnose.window import Cuts, lines
 from olmo_doctor.facts import Facts, FactValue
 from olmo_doctor.findings import Finding
 from olmo_doctor.rules.model import Rule, load_rules
@@ -82,7 +82,10 @@ def diagnose(
     kept: list[bytes] = []
     kept_line, kept_size, size = 1, 0, 0
     reader = chunks if isinstance(chunks, LogReader) else None
-    for piece in chunks:
+    cuts = reader.cuts if reader is not None else Cuts()
+    # chunks from a caller (a string, a list) get the same bounds as a file: long lines cut, escapes stripped
+    pieces = chunks if reader is not None else _bounded(chunks, cuts)
+    for piece in pieces:
         chunk = piece.encode() if isinstance(piece, str) else piece
         if reader is not None and reader.line != scanner.line:  # the reader skipped the middle of a huge log
             scanner.jump(reader.line)
@@ -99,9 +102,13 @@ def diagnose(
     evidence = rank(hits, rules, facts or {})
     confs = confidence(evidence)
     findings = [to_diagnosis(ev, facts or {}, c) for ev, c in zip(evidence, confs, strict=True)]
-    cuts = reader.cuts if reader is not None else Cuts()
     return Diagnosis(findings, evidence, lines, size, time.perf_counter() - start, dict(facts or {}),
                      b"".join(kept), kept_line, cuts)
+
+
+def _bounded(chunks: Iterable[bytes | str], cuts: Cuts) -> Iterator[bytes]:
+    raw = (c.encode() if isinstance(c, str) else c for c in chunks)
+    return (piece for piece in lines(raw, cuts) if isinstance(piece, bytes))
 
 
 def diagnose_text(text: str, facts: Mapping[str, FactValue] | None = None) -> list[Finding]:
