@@ -32,9 +32,9 @@ SEAM = 200
 # Enough lines of one signature to judge it (the ranking stops counting repeats at 5); later ones are skipped so
 # a benign line repeated 100,000 times cannot slow the scan down.
 MAX_HITS_PER_SIGNATURE = 20
-# Two-line attempts per signature: a wrapped message is found among the first thousands of near misses; beyond
+# Two-line attempts per signature: a wrapped message is found among the first thousand near misses; beyond
 # that a hostile log of near misses would only cost time.
-MAX_PAIR_TRIES = 5_000
+MAX_PAIR_TRIES = 1_000
 # Remembered misses (a few MB at most); the set starts over when full.
 MAX_MISSES = 200_000
 
@@ -88,7 +88,6 @@ class Scanner:
         self.grams: dict[bytes, list[str]] = {}
         self.closure: dict[bytes, list[str]] = {}
         self.regex: re.Pattern[bytes] | None = None
-        self.on_line: re.Pattern[bytes] = re.compile(b"(?!)")
         self.slow = [(ref, re.compile(ref.pattern.pattern, ref.pattern.flags | re.M)) for ref in index.slow]
         self.line = 1  # number of the first line of the next chunk
         self.carry = b""  # the last line of the previous chunk, for messages wrapped across the boundary
@@ -113,8 +112,6 @@ class Scanner:
         self.regex = G.gram_regex(tuple(sorted(self.grams)), tuple(sorted((b, self.freq[b]) for b in firsts)))
         # The regex tries a first character's grams longest first, so at a position it reports the longest gram
         # there; every other gram there is a prefix of it, so the needles of a match are those of its prefixes.
-        # the same grams, found at every position (overlapping), for the rest of a line once it has one
-        self.on_line = re.compile(b"(?=(" + self.regex.pattern + b"))")
         self.closure = {g: sorted({n for p in self.grams if g.startswith(p) for n in self.grams[p]})
                         for g in self.grams}
 
@@ -157,7 +154,7 @@ class Scanner:
         """Line start offset -> the needles whose gram occurs on that line."""
         assert self.regex is not None
         found: dict[int, set[str]] = {}
-        search, closure, on_line, known = self.regex.search, self.closure, self.on_line.findall, self.line_needles
+        search, closure, known = self.regex.search, self.closure, self.line_needles
         pos = 0
         while (m := search(low, pos)) is not None:
             p = m.start()
@@ -168,8 +165,10 @@ class Scanner:
             needles = known.get(key)
             if needles is None:
                 needles = set(closure[m.group()])
-                for gram in on_line(low, p + 1, line_end):  # the rest of the line in one call
-                    needles.update(closure[gram])
+                q = p + 1
+                while (more := search(low, q, line_end)) is not None:  # the rest of the line
+                    needles.update(closure[more.group()])
+                    q = more.start() + 1
                 if len(known) >= MAX_MISSES:
                     known.clear()
                 known[key] = needles
@@ -189,7 +188,9 @@ class Scanner:
                 for m in multi.finditer(decoded):
                     start = decoded.rfind("\n", 0, m.start()) + 1
                     offset = len(decoded[:start].encode())
-                    yield from self._try(ref, text, offset, line0 + decoded.count("\n", 0, start), joined=False)
+                    hit = self._try(ref, text, offset, line0 + decoded.count("\n", 0, start), joined=False)
+                    if hit is not None:
+                        yield hit
 
     def _confirm(self, text: bytes, start: int, line: int, needles: set[str]) -> Iterator[Hit]:
         data = _raw(text, start)
@@ -199,7 +200,8 @@ class Scanner:
             inline = needle in low
             for ref in self.by_needle[needle]:
                 if (ref.key, line) not in self.seen and self.counts[ref.key] < MAX_HITS_PER_SIGNATURE:
-                    for hit in self._try(ref, text, start, line, joined=not inline, data=data, raw=raw):
+                    hit = self._try(ref, text, start, line, joined=not inline, data=data, raw=raw)
+                    if hit is not None:
                         self.counts[ref.key] += 1
                         yield hit
 
@@ -218,20 +220,19 @@ class Scanner:
         return seg
 
     def _try(self, ref: SigRef, text: bytes, start: int, line: int, joined: bool, data: bytes | None = None,
-             raw: str | None = None) -> Iterator[Hit]:
+             raw: str | None = None) -> Hit | None:
         data = _raw(text, start) if data is None else data
         needles = self.needles.get(ref.key, frozenset())
         next_start = text.find(b"\n", start) + 1
         pairs = []
         if not joined:
             if (ref.key, line) in self.seen:
-                return
+                return None
             raw = data.decode("utf-8", "replace") if raw is None else raw
             seg = self._alone(ref, data, raw)
             if seg is not None:
                 self.seen.add((ref.key, line))
-                yield Hit(ref, line, seg, line)
-                return
+                return Hit(ref, line, seg, line)
             # the message starts here but may go on below (`>>> torch.cuda.is_available()` / `False`): only
             # worth trying when what it requires ends the line
             low = raw.rstrip().lower()
@@ -243,7 +244,7 @@ class Scanner:
             if 0 < next_start < len(text):
                 pairs.append((line, data, _raw(text, next_start)))
         if pairs and self.pair_tries[ref.key] >= MAX_PAIR_TRIES:
-            return  # this signature's near misses used up its budget for wrapped messages
+            return None  # this signature's near misses used up its budget for wrapped messages
         for first_line, a_data, b_data in pairs:
             # cheap test first, on bytes (4 bytes per character at most): does a required string span the end
             # of `a` and the start of `b`?
@@ -259,14 +260,15 @@ class Scanner:
                 self._miss(pair)
                 continue
             self.pair_tries[ref.key] += 1
+            both = _join(a, b)
+            if not ref.pattern.search(both):
+                self._miss(pair)
+                continue
             if _match(ref.pattern, a) or _match(ref.pattern, b):
                 continue  # a line that matches alone is found (and quoted) on its own
-            both = _join(a, b)
-            if ref.pattern.search(both):
-                self.seen.add((ref.key, first_line))
-                yield Hit(ref, first_line, both, first_line + 1)
-                return
-            self._miss(pair)
+            self.seen.add((ref.key, first_line))
+            return Hit(ref, first_line, both, first_line + 1)
+        return None
 
     def _miss(self, key: tuple[int, ...]) -> None:
         if len(self.misses) >= MAX_MISSES:
