@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import itertools
 import json
 import lzma
 import subprocess
@@ -179,3 +180,54 @@ def test_text_from_a_caller_gets_the_same_bounds() -> None:
     diag = diagnose(["\x1b[31m" + "x" * 3_000_000 + " No space left on device\x1b[0m\nok\n", OOM.decode()])
     assert first_line_of(diag, "OD230") == 1 and first_line_of(diag, "OD210") == 3
     assert diag.cuts.long_lines == 1 and diag.size < W.LINE_MAX + 200
+
+
+def _expected(text: bytes) -> bytes:
+    """Each line longer than LINE_MAX as its head, the marker and its tail."""
+    out = []
+    for line in text.split(b"\n"):
+        if len(line) > W.LINE_MAX:
+            line = line[: W.LINE_HEAD] + W._marker(len(line) - W.LINE_HEAD - W.LINE_TAIL) + line[-W.LINE_TAIL :]
+        out.append(line)
+    return b"\n".join(out)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_lines_cuts_exactly_the_long_lines_whatever_the_blocks(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+
+    monkeypatch.setattr(W, "LINE_HEAD", 8)
+    monkeypatch.setattr(W, "LINE_TAIL", 4)
+    monkeypatch.setattr(W, "LINE_MAX", 12)
+    rnd = random.Random(seed)
+    text = b"\n".join(b"x" * rnd.choice([0, 1, 5, 11, 12, 13, 30, 200]) + str(i).encode() for i in range(60))
+    if rnd.random() < 0.5:
+        text += b"\n"
+    cuts = [0, *sorted(rnd.sample(range(1, len(text)), 8)), len(text)]
+    blocks = [text[a:b] for a, b in itertools.pairwise(cuts)]
+    got = W.Cuts()
+    out = b"".join(p for p in W.lines(blocks, got) if isinstance(p, bytes))
+    assert out == _expected(text)
+    long = [i + 1 for i, line in enumerate(text.split(b"\n")) if len(line) > 12]
+    assert got.long_lines == len(long) and (not long or got.first_long_line == long[0])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_window_skips_whole_lines_and_counts_them(seed: int) -> None:
+    import random
+
+    rnd = random.Random(seed)
+    text = b"".join(b"y" * rnd.randint(0, 40) + b"\n" for _ in range(400))
+    cuts = [0, *sorted(rnd.sample(range(1, len(text)), 20)), len(text)]
+    blocks = [text[a:b] for a, b in itertools.pairwise(cuts)]
+    pieces = list(W.window(blocks, head=1000, tail=2000))
+    gaps = [p for p in pieces if isinstance(p, W.Gap)]
+    kept = [p for p in pieces if isinstance(p, bytes)]
+    assert len(gaps) == 1
+    gap, at = gaps[0], pieces.index(gaps[0])
+    head, tail = b"".join(kept[:at]), b"".join(kept[at:])
+    assert head.endswith(b"\n") and len(head) >= 1000 - 41
+    assert len(tail) <= 2000 + max(len(b) for b in blocks)
+    skipped = text[len(head) : len(head) + gap.size]
+    assert head + skipped + tail == text  # head, gap and tail are the text, in order
+    assert skipped.endswith(b"\n") and skipped.count(b"\n") == gap.lines  # whole lines, counted
