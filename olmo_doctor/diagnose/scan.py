@@ -178,7 +178,7 @@ class Scanner:
 
     def _scan(self, text: bytes, line0: int) -> Iterator[Hit]:
         counted, line = 0, line0
-        for start, needles in sorted(self._candidates(text.lower()).items()):
+        for start, needles in self._candidates(text.lower()).items():  # in order: the scan runs forward
             line += text.count(b"\n", counted, start)
             counted = start
             yield from self._confirm(text, start, line, needles)
@@ -196,10 +196,14 @@ class Scanner:
         data = _raw(text, start)
         raw = data.decode("utf-8", "replace")
         low = raw.lower()
+        plain = "\r" not in raw
         for needle in needles:
             inline = needle in low
             for ref in self.by_needle[needle]:
                 if (ref.key, line) not in self.seen and self.counts[ref.key] < MAX_HITS_PER_SIGNATURE:
+                    if (inline and plain and ref.plain and self.pair_tries[ref.key] >= MAX_PAIR_TRIES
+                            and ref.pattern.search(raw) is None):
+                        continue  # the usual near miss, decided by one search (as in _alone, with no pairs left)
                     hit = self._try(ref, text, start, line, joined=not inline, data=data, raw=raw)
                     if hit is not None:
                         self.counts[ref.key] += 1
