@@ -45,6 +45,8 @@ def test_a_huge_line_keeps_its_head_and_tail(tmp_path: Path) -> None:
     log.write_bytes(b"start\n" + b"progress " * 600_000 + DISK + b"next\n" + OOM)
     diag = run(log)
     assert first_line_of(diag, "OD230") == 2  # the error at the end of the 5 MB line
+    quote = next(f.matched_lines[0].text for f in diag.findings if f.code == "OD230")
+    assert "No space left on device" in quote and len(quote) <= 400  # quoted around the match
     assert first_line_of(diag, "OD210") == 4  # line numbers after it are right
     assert diag.cuts.long_lines == 1 and diag.cuts.first_long_line == 2
     assert diag.cuts.long_bytes > 5_000_000
