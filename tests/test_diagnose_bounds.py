@@ -233,3 +233,17 @@ def test_window_skips_whole_lines_and_counts_them(seed: int) -> None:
     skipped = text[len(head) : len(head) + gap.size]
     assert head + skipped + tail == text  # head, gap and tail are the text, in order
     assert skipped.endswith(b"\n") and skipped.count(b"\n") == gap.lines  # whole lines, counted
+
+
+@pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress], ids=["gzip", "bz2", "xz"])
+def test_a_cut_compressed_log_is_read_up_to_the_break(compress: Callable[[bytes], bytes], tmp_path: Path) -> None:
+    import random
+
+    rnd = random.Random(0)  # text that does not compress to nothing, so the cut loses little of it
+    noise = b"".join(b"step %d loss %.5f\n" % (i, rnd.random()) for i in range(100_000))
+    data = compress(noise + DISK + noise)
+    log = tmp_path / "cut.log.z"
+    log.write_bytes(data[: len(data) * 3 // 4])  # a download or a copy that broke off
+    diag = run(log)
+    assert first_line_of(diag, "OD230") == 100_001
+    assert diag.cuts.stopped_at and "damaged" in diag.cuts.stop_reason

@@ -187,22 +187,50 @@ class LogReader:
 
     def _blocks(self, stream: BinaryIO, head: bytes, codec: str, limit: int, kind: str,
                 label: str) -> Iterator[bytes]:
-        """UTF-8 blocks of the text, at most `limit` bytes of it read."""
+        """UTF-8 blocks of the text, at most `limit` bytes of it read. Compressed data that turns out cut or
+        damaged after its start ends the text there (noted): what came before is still a log worth reading."""
         transcode = codecs.getincrementaldecoder(codec)(errors="replace") if codec != "utf-8" else None
         # the sniffed head and the first block make one block, so the scan samples a large start
-        block = head + (_read(stream, BLOCK - len(head), label) if len(head) == HEAD else b"")
+        block = head
+        if len(head) == HEAD:
+            more, broken = self._read_some(stream, BLOCK - len(head), kind, label)
+            block += more
+        else:
+            broken = None
         taken = 0
         while block:
             taken += len(block)
             yield transcode.decode(block).encode() if transcode else block
+            if broken is not None:
+                self.cuts.stopped_at, self.cuts.stop_reason = taken, broken
+                break
             if taken >= limit:
-                if _read(stream, 1, label):
+                if self._read_some(stream, 1, kind, label)[0]:
                     self.cuts.stopped_at = taken
                     self.cuts.stop_reason = f"{kind} data expands further" if kind else "the log is longer"
                 break
-            block = _read(stream, min(BLOCK, limit - taken), label)
+            block, broken = self._read_some(stream, min(BLOCK, limit - taken), kind, label)
         if transcode is not None and (rest := transcode.decode(b"", final=True).encode()):
             yield rest
+
+    @staticmethod
+    def _read_some(stream: BinaryIO, size: int, kind: str, label: str) -> tuple[bytes, str | None]:
+        """Up to `size` bytes, and why reading stopped early when compressed data broke off (None otherwise);
+        compressed data is read in small steps so a break loses little."""
+        if not kind:
+            return _read(stream, size, label), None
+        pieces: list[bytes] = []
+        got = 0
+        while got < size:
+            try:
+                piece = stream.read(min(64 << 10, size - got))
+            except (OSError, EOFError, lzma.LZMAError, ValueError) as e:
+                return b"".join(pieces), f"the {kind} data is cut or damaged there ({e})"
+            if not piece:
+                break
+            pieces.append(piece)
+            got += len(piece)
+        return b"".join(pieces), None
 
 
 def iter_chunks(source: str | Path | BinaryIO, name: str | None = None) -> LogReader:

@@ -48,7 +48,9 @@ class Cuts:
 
     def sentences(self) -> list[str]:
         out = []
-        if self.stopped_at:
+        if self.stopped_at and "damaged" in self.stop_reason:
+            out.append(f"reading stopped after {_size(self.stopped_at)} of text: {self.stop_reason}")
+        elif self.stopped_at:
             out.append(f"reading stopped after {_size(self.stopped_at)} of text ({self.stop_reason}); "
                        "what follows was not read: give the end of the log, e.g. `tail -c 50M LOG > end.log`")
         if self.skipped_bytes:
