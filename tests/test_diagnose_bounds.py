@@ -241,9 +241,10 @@ def test_a_cut_compressed_log_is_read_up_to_the_break(compress: Callable[[bytes]
 
     rnd = random.Random(0)  # text that does not compress to nothing, so the cut loses little of it
     noise = b"".join(b"step %d loss %.5f\n" % (i, rnd.random()) for i in range(100_000))
-    data = compress(noise + DISK + noise)
+    early = b"".join(noise.splitlines(keepends=True)[:20_000])
+    data = compress(early + DISK + noise)
     log = tmp_path / "cut.log.z"
     log.write_bytes(data[: len(data) * 3 // 4])  # a download or a copy that broke off
     diag = run(log)
-    assert first_line_of(diag, "OD230") == 100_001
+    assert first_line_of(diag, "OD230") == 20_001
     assert diag.cuts.stopped_at and "damaged" in diag.cuts.stop_reason
