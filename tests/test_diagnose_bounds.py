@@ -14,7 +14,7 @@ import lzma
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -248,3 +248,31 @@ def test_a_cut_compressed_log_is_read_up_to_the_break(compress: Callable[[bytes]
     diag = run(log)
     assert first_line_of(diag, "OD230") == 20_001
     assert diag.cuts.stopped_at and "damaged" in diag.cuts.stop_reason
+
+
+def test_a_flood_of_one_near_miss_switches_to_whole_chunk_search(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """A million unique near misses of one message go to the whole-chunk search; real lines among them (even
+    behind a tool prefix, with a progress redraw) are still found on their own line numbers."""
+    from olmo_doctor.diagnose import scan as S
+
+    monkeypatch.setattr(R, "BLOCK", 64 << 10)
+    monkeypatch.setattr(S, "BULK_LINES", 100)
+    lines = [f"[rank{i % 8}] step {i} RuntimeError: NCCL error in: x{i}" for i in range(6000)]
+    lines[3999] = "RuntimeError: NCCL error in: ../ProcessGroupNCCL.cpp:825, unhandled system error"
+    lines[5499] = "      │ 10%\rRuntimeError: NCCL error in: ../c10d/NCCLUtils.hpp:219, internal error"
+    log = tmp_path / "flood.log"
+    log.write_text("\n".join(lines) + "\n")
+    bulk_chunks = []
+    real_bulk = S.Scanner._bulk
+
+    def spy(self: S.Scanner, text: bytes, line0: int) -> Iterator[S.Hit]:
+        bulk_chunks.append(line0)
+        return real_bulk(self, text, line0)
+
+    monkeypatch.setattr(S.Scanner, "_bulk", spy)
+    diag = run(log)
+    assert len(bulk_chunks) >= 3  # the whole-chunk search did the work
+    found = next(f for f in diag.findings if f.code == "OD228")
+    assert [m.line for m in found.matched_lines] == [4000, 5500]
+    assert found.matched_lines[1].text.startswith("RuntimeError: NCCL error in: ../c10d")

@@ -35,6 +35,9 @@ MAX_HITS_PER_SIGNATURE = 20
 # Two-line attempts per signature: a wrapped message is found among the first thousand near misses; beyond
 # that a hostile log of near misses would only cost time.
 MAX_PAIR_TRIES = 1_000
+# Candidate lines of one required string in one chunk above which its signatures (when plain) search whole chunks
+# instead: one regex pass beats a Python step per line when a log is a flood of near misses of one message.
+BULK_LINES = 40_000
 # Remembered misses (a few MB at most); the set starts over when full.
 MAX_MISSES = 200_000
 
@@ -96,6 +99,8 @@ class Scanner:
         self.misses: set[tuple[int, ...]] = set()  # (signature, line hash) and (signature, pair hashes) that failed
         self.counts: Counter[int] = Counter()  # hits per signature
         self.pair_tries: Counter[int] = Counter()  # two-line attempts per signature that got past the seam test
+        self.needle_lines: Counter[str] = Counter()  # candidate lines per required string in the last chunk
+        self.bulk: set[str] = set()  # required strings whose signatures search whole chunks (see BULK_LINES)
 
     def _prepare(self, chunk: bytes) -> None:
         data = G.sample(chunk)
@@ -118,7 +123,7 @@ class Scanner:
     def _retire(self) -> bool:
         """Forget needles whose signatures all have enough hits; True when the gram set changed."""
         full = {k for k, n in self.counts.items() if n >= MAX_HITS_PER_SIGNATURE}
-        done = {n for n, refs in self.by_needle.items() if all(r.key in full for r in refs)}
+        done = {n for n, refs in self.by_needle.items() if all(r.key in full for r in refs)} | self.bulk
         changed = False
         for gram in list(self.grams):
             kept = [n for n in self.grams[gram] if n not in done]
@@ -134,8 +139,12 @@ class Scanner:
         """Hits in this chunk (it ends at a line boundary, except possibly the log's last line)."""
         if self.regex is None:
             self._prepare(chunk)
-        elif self._retire():
-            self._compile()
+        else:
+            self.bulk |= {n for n, count in self.needle_lines.items()
+                          if count >= BULK_LINES and all(r.plain for r in self.by_needle[n])}
+            self.needle_lines.clear()
+            if self._retire():
+                self._compile()
         text, line0 = (self.carry + chunk, self.line - 1) if self.carry else (chunk, self.line)
         hits = list(self._scan(text, line0))
         self.line += chunk.count(b"\n")
@@ -182,6 +191,8 @@ class Scanner:
             line += text.count(b"\n", counted, start)
             counted = start
             yield from self._confirm(text, start, line, needles)
+        if self.bulk:
+            yield from self._bulk(text, line0)
         if self.slow:  # signatures without a literal: every line (never the case for the shipped rules)
             decoded = text.decode("utf-8", "replace")
             for ref, multi in self.slow:
@@ -198,6 +209,9 @@ class Scanner:
         low = raw.lower()
         plain = "\r" not in raw
         for needle in needles:
+            if needle in self.bulk:  # a line cached before its needle went to bulk: _bulk covers it
+                continue
+            self.needle_lines[needle] += 1
             inline = needle in low
             for ref in self.by_needle[needle]:
                 if (ref.key, line) not in self.seen and self.counts[ref.key] < MAX_HITS_PER_SIGNATURE:
@@ -208,6 +222,25 @@ class Scanner:
                     if hit is not None:
                         self.counts[ref.key] += 1
                         yield hit
+
+    def _bulk(self, text: bytes, line0: int) -> Iterator[Hit]:
+        """Lines of this chunk that a bulk signature matches on its own: one search per line that has a match
+        start (the search is leftmost, so a line with a match is never passed over), verified on the line."""
+        decoded = text.decode("utf-8", "replace")
+        refs = {r.key: r for needle in sorted(self.bulk) for r in self.by_needle[needle]}
+        for ref in refs.values():
+            pos, counted, line = 0, 0, line0
+            while self.counts[ref.key] < MAX_HITS_PER_SIGNATURE and (m := ref.pattern.search(decoded, pos)):
+                start = decoded.rfind("\n", 0, m.start()) + 1
+                end = decoded.find("\n", m.start())
+                end = len(decoded) if end < 0 else end
+                line += decoded.count("\n", counted, start)
+                counted = start
+                if (ref.key, line) not in self.seen and (seg := _match(ref.pattern, decoded[start:end])):
+                    self.seen.add((ref.key, line))
+                    self.counts[ref.key] += 1
+                    yield Hit(ref, line, seg, line)
+                pos = end + 1
 
     def _alone(self, ref: SigRef, data: bytes, raw: str) -> str | None:
         """The piece of this line the signature matches on its own, if any."""
