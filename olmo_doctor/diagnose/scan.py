@@ -10,6 +10,9 @@ bytes (no decoding of the 99.9 % of lines that matter to no one):
    decoded line (split at carriage returns, tool prefixes removed). A required string split over two lines
    (issue trackers wrap long lines) is tried on the line joined with its neighbour.
 
+Hostile logs (tests/test_diagnose_bounds.py) stay linear: repeated lines reuse their needles and their misses
+(bounded memories), two-line attempts have a budget per signature, and a required string with a flood of
+candidate lines in one chunk hands its plain signatures to one search over the whole next chunks (`_bulk`).
 Signatures without any usable literal run on every line; tests keep the shipped rules off that slow path.
 """
 
