@@ -38,6 +38,7 @@ MAX_HITS_PER_SIGNATURE = 20
 # Two-line attempts per signature: a wrapped message is found among the first thousand near misses; beyond
 # that a hostile log of near misses would only cost time.
 MAX_PAIR_TRIES = 1_000
+MAX_PAIR_LOOKS = 10_000  # and candidates for one, cheap as they are
 # Candidate lines of one required string in one chunk above which its signatures (when plain) search whole chunks
 # instead: one regex pass beats a Python step per line when a log is a flood of near misses of one message.
 BULK_LINES = 40_000
@@ -102,6 +103,7 @@ class Scanner:
         self.misses: set[tuple[int, ...]] = set()  # (signature, line hash) and (signature, pair hashes) that failed
         self.counts: Counter[int] = Counter()  # hits per signature
         self.pair_tries: Counter[int] = Counter()  # two-line attempts per signature that got past the seam test
+        self.pair_looks: Counter[int] = Counter()  # two-line candidates per signature (before the seam test)
         self.needle_lines: Counter[str] = Counter()  # candidate lines per required string in the last chunk
         self.bulk: set[str] = set()  # required strings whose signatures search whole chunks (see BULK_LINES)
 
@@ -218,9 +220,9 @@ class Scanner:
             inline = needle in low
             for ref in self.by_needle[needle]:
                 if (ref.key, line) not in self.seen and self.counts[ref.key] < MAX_HITS_PER_SIGNATURE:
-                    if (inline and plain and ref.plain and self.pair_tries[ref.key] >= MAX_PAIR_TRIES
-                            and ref.pattern.search(raw) is None):
-                        continue  # the usual near miss, decided by one search (as in _alone, with no pairs left)
+                    if self.pair_tries[ref.key] >= MAX_PAIR_TRIES and (  # no two-line attempts left
+                            not inline or (plain and ref.plain and ref.pattern.search(raw) is None)):
+                        continue  # the usual near miss, decided by one search (as in _alone)
                     hit = self._try(ref, text, start, line, joined=not inline, data=data, raw=raw)
                     if hit is not None:
                         self.counts[ref.key] += 1
@@ -273,6 +275,8 @@ class Scanner:
             if seg is not None:
                 self.seen.add((ref.key, line))
                 return Hit(ref, line, seg, line)
+            if self.pair_tries[ref.key] >= MAX_PAIR_TRIES:
+                return None  # this signature's near misses used up its budget for wrapped messages
             # the message starts here but may go on below (`>>> torch.cuda.is_available()` / `False`): only
             # worth trying when what it requires ends the line
             low = raw.rstrip().lower()
@@ -283,8 +287,11 @@ class Scanner:
                 pairs.append((line - 1, _raw(text, text.rfind(b"\n", 0, start - 1) + 1), data))
             if 0 < next_start < len(text):
                 pairs.append((line, data, _raw(text, next_start)))
-        if pairs and self.pair_tries[ref.key] >= MAX_PAIR_TRIES:
-            return None  # this signature's near misses used up its budget for wrapped messages
+        if self.pair_tries[ref.key] >= MAX_PAIR_TRIES:
+            return None
+        self.pair_looks[ref.key] += len(pairs)
+        if self.pair_looks[ref.key] >= MAX_PAIR_LOOKS:  # near misses by the thousand: this line alone from now on
+            self.pair_tries[ref.key] = MAX_PAIR_TRIES
         for first_line, a_data, b_data in pairs:
             # cheap test first, on bytes (4 bytes per character at most): does a required string span the end
             # of `a` and the start of `b`?
