@@ -276,3 +276,15 @@ def test_a_flood_of_one_near_miss_switches_to_whole_chunk_search(monkeypatch: py
     found = next(f for f in diag.findings if f.code == "OD228")
     assert [m.line for m in found.matched_lines] == [4000, 5500]
     assert found.matched_lines[1].text.startswith("RuntimeError: NCCL error in: ../c10d")
+
+
+def test_a_line_longer_than_the_head_is_cut_by_the_gap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(R, "BLOCK", 64 << 10)
+    monkeypatch.setattr(W, "SCAN_HEAD", 256 << 10)
+    monkeypatch.setattr(W, "SCAN_TAIL", 256 << 10)
+    filler = b"compiling kernel number 12345 of many\n"
+    log = tmp_path / "big.log"
+    log.write_bytes(OOM + b"x" * 1_000_000 + b"\n" + filler * 30_000 + DISK)
+    diag = run(log)
+    assert first_line_of(diag, "OD210") == 1 and first_line_of(diag, "OD230") == 30_003
+    assert diag.cuts.long_lines == 1 and diag.cuts.skipped_from == 3 and diag.lines == 30_003

@@ -204,10 +204,19 @@ def lines(pieces: Iterable[bytes | Gap], cuts: Cuts) -> Iterator[bytes | Gap]:
         return data
 
     for piece in pieces:
-        if isinstance(piece, Gap):  # window puts a gap between whole lines: nothing is pending here
-            cuts.skipped_from, cuts.skipped_lines, cuts.skipped_bytes = line, piece.lines, piece.size
-            line += piece.lines
-            yield piece
+        if isinstance(piece, Gap):
+            skipped = piece.lines
+            if long is not None or pending:  # a line longer than the head itself: the gap took its end
+                last = long.finish(cuts) if long is not None else emit(pending)
+                long, pending = None, b""
+                if skipped:  # its newline is in the gap: count it here instead
+                    skipped -= 1
+                    line += 1
+                    last += b"\n"
+                yield last
+            cuts.skipped_from, cuts.skipped_lines, cuts.skipped_bytes = line, skipped, piece.size
+            line += skipped
+            yield Gap(skipped, piece.size)
             continue
         data = piece
         if long is not None:
