@@ -21,6 +21,7 @@ SCAN_TAIL = 48 << 20
 LINE_HEAD = 16 << 10
 LINE_TAIL = 4 << 10
 LINE_MAX = LINE_HEAD + LINE_TAIL
+STRIP_STEP = 1 << 20
 
 # ANSI CSI, OSC (ended by BEL or ST, never past the line) and two-byte escapes; every repeat bounded.
 ANSI = re.compile(r"\x1b(?:\[[0-?]{0,64}[ -/]{0,8}[@-~]|\][^\x07\x1b\n]{0,512}(?:\x07|\x1b\\)|[@-Z\\-_])")
@@ -157,7 +158,16 @@ def _record(cuts: Cuts, line: int, dropped: int) -> None:
 
 
 def strip_ansi(data: bytes) -> bytes:
-    return _ANSI_BYTES.sub(b"", data) if b"\x1b" in data else data
+    """`data` without escape sequences, stripped a line-aligned MiB at a time: a storm of millions of sequences
+    in one pass would build millions of pieces at once."""
+    if b"\x1b" not in data:
+        return data
+    out, pos = [], 0
+    while pos < len(data):
+        end = data.find(b"\n", pos + STRIP_STEP) + 1 or len(data)
+        out.append(_ANSI_BYTES.sub(b"", data[pos:end]))
+        pos = end
+    return b"".join(out)
 
 
 def shorten_long_lines(data: bytes, line: int, cuts: Cuts) -> bytes:
@@ -199,7 +209,7 @@ def lines(pieces: Iterable[bytes | Gap], cuts: Cuts) -> Iterator[bytes | Gap]:
 
     def emit(data: bytes) -> bytes:
         nonlocal line
-        data = shorten_long_lines(strip_ansi(data), line, cuts)
+        data = strip_ansi(shorten_long_lines(data, line, cuts))  # shortened first: stripping is then bounded
         line += data.count(b"\n")
         return data
 
