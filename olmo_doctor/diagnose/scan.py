@@ -38,7 +38,7 @@ MAX_HITS_PER_SIGNATURE = 20
 # Two-line attempts per signature: a wrapped message is found among the first thousand near misses; beyond
 # that a hostile log of near misses would only cost time.
 MAX_PAIR_TRIES = 1_000
-MAX_PAIR_LOOKS = 10_000  # and candidates for one, cheap as they are
+MAX_PAIR_LOOKS = 2_000  # and candidates for one, cheap as they are
 # Candidate lines of one required string in one chunk above which its signatures (when plain) search whole chunks
 # instead: one regex pass beats a Python step per line when a log is a flood of near misses of one message.
 BULK_LINES = 40_000
@@ -221,8 +221,9 @@ class Scanner:
             for ref in self.by_needle[needle]:
                 if (ref.key, line) not in self.seen and self.counts[ref.key] < MAX_HITS_PER_SIGNATURE:
                     if self.pair_tries[ref.key] >= MAX_PAIR_TRIES and (  # no two-line attempts left
-                            not inline or (plain and ref.plain and ref.pattern.search(raw) is None)):
-                        continue  # the usual near miss, decided by one search (as in _alone)
+                            not inline or (ref.pattern.search(raw) is None if plain and ref.plain
+                                           else _match(ref.pattern, raw) is None)):
+                        continue  # the usual near miss, decided in place (as in _alone)
                     hit = self._try(ref, text, start, line, joined=not inline, data=data, raw=raw)
                     if hit is not None:
                         self.counts[ref.key] += 1
