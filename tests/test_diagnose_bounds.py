@@ -288,3 +288,14 @@ def test_a_line_longer_than_the_head_is_cut_by_the_gap(tmp_path: Path, monkeypat
     diag = run(log)
     assert first_line_of(diag, "OD210") == 1 and first_line_of(diag, "OD230") == 30_003
     assert diag.cuts.long_lines == 1 and diag.cuts.skipped_from == 3 and diag.lines == 30_003
+
+
+def test_reading_stops_at_the_total_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(R, "BLOCK", 64 << 10)
+    monkeypatch.setattr(R, "MAX_READ", 1 << 20)
+    log = tmp_path / "endless.log"
+    log.write_bytes(OOM + b"still going, all fine\n" * 150_000 + DISK)  # 3.3 MB
+    diag = run(log)
+    assert first_line_of(diag, "OD210") == 1 and "OD230" not in [f.code for f in diag.findings]
+    assert diag.cuts.stopped_at == 1 << 20 and diag.cuts.stop_reason == "the log is longer"
+    assert any("tail -c" in s for s in diag.cuts.sentences())  # says how to give the end instead
