@@ -1,6 +1,6 @@
 """Benchmark: `diagnose` on a 50 MB flash-attn build log with one root cause buried in it (target: < 2 s).
 
-    python bench/diagnose_speed.py [--mb 50] [--runs 3] [--keep build.log]
+    python bench/diagnose_speed.py [--mb 50] [--runs 3] [--keep build.log] [--hostile]
 
 The log is generated: pip's download progress (ANSI colours, carriage returns), setup.py chatter, ninja's nvcc
 command lines (~3 KB each), nvcc/gcc warnings with their instantiation context, ptxas info. Around 70 % of the way
@@ -8,6 +8,10 @@ in one nvcc job is OOM-killed (`'cicc' died due to signal 9`); the tail has the 
 stopped`, `error: command '/usr/bin/g++' failed`). The benchmark checks that the root cause comes first and
 prints the time next to two anchors measured in the same run: reading the file (the floor: decode + split
 lines) and the naive approach, every signature on every line (measured on 1 MB, scaled to the log).
+
+`--hostile` writes the adversarial log of tests/_adversarial.py instead (near-miss lines of every signature,
+one huge line, an escape storm, progress bars; the real cause at the end) and also prints the peak RSS
+(target: < 3 s and < 500 MB).
 """
 
 from __future__ import annotations
@@ -138,14 +142,40 @@ def naive_seconds_per_mb(path: Path) -> float:
     return time.perf_counter() - start
 
 
+def hostile(path: Path, megabytes: int, runs: int) -> None:
+    import resource
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests._adversarial import write_adversarial_log
+
+    write_adversarial_log(path, megabytes)
+    load_rules()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        diag = diagnose(iter_chunks(path))
+        times.append(time.perf_counter() - start)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    codes = [f.code for f in diag.findings]
+    print(f"hostile log: {os.path.getsize(path) / 1e6:.1f} MB, {diag.lines:,} lines; cut: {diag.cuts.sentences()}")
+    print(f"diagnose: {min(times):.2f} s (median {statistics.median(times):.2f} s over {runs} runs; target < 3 s), "
+          f"peak RSS {rss:.0f} MB (target < 500 MB)")
+    print(f"findings: {codes[:6]}; the real cause OD210 {'found' if 'OD210' in codes else 'MISSED'}")
+    sys.exit(0 if min(times) < 3.0 and rss < 500 and "OD210" in codes else 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=50)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="also write the generated log here")
+    parser.add_argument("--hostile", action="store_true", help="the adversarial log instead of a build log")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="olmo-doctor-bench-"))
     path = args.keep or folder / "build.log"
+    if args.hostile:
+        hostile(path, args.mb, args.runs)
+        return
     root_line = write_log(path, args.mb)
     mb = os.path.getsize(path) / 1e6
     load_rules()  # rule loading is paid once per process; time the diagnosis itself

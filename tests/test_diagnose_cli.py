@@ -38,7 +38,8 @@ def test_json_has_the_check_shape_plus_matched_lines_and_confidence() -> None:
     res = runner.invoke(app, ["diagnose", str(OOM_LOG), "--json"])
     assert res.exit_code == 1
     data = json.loads(res.stdout)
-    assert set(data) == {"facts", "findings", "env", "elapsed_s"}
+    assert set(data) == {"facts", "findings", "env", "elapsed_s", "input_cut"}
+    assert data["input_cut"] is None  # the whole log was scanned
     assert data["facts"] == {} and data["env"] == {} and isinstance(data["elapsed_s"], float)
     top = data["findings"][0]
     assert set(top) >= {"code", "cause", "severity", "title", "message", "fixes", "matched_lines", "confidence"}

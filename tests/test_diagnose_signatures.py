@@ -65,3 +65,36 @@ def test_every_match_contains_a_required_string() -> None:
                 for alt in candidates(sig.pattern):
                     assert any(s in line.lower() for s in alt), (rule.code, sig.pattern.pattern, alt, line)
                     assert re.search(sig.pattern, line)
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    ("Killed signal terminated program cc1plus", True),
+    (r"a(?=b)c|d", True),
+    (r"^\s*Killed\s*$", False),
+    (r"(?:^|[\s:])ninja: not found", False),
+    (r"(?<!\w)nvcc", False),
+    (r"x(?:y|$)", False),
+])
+def test_plain_patterns(pattern: str, expected: bool) -> None:
+    from olmo_doctor.diagnose.literals import plain
+
+    assert plain(pattern) is expected
+
+
+PREFIXED = [(rule, line) for rule, kind, line in EXAMPLES if kind == "fires"]
+
+
+@pytest.mark.parametrize("prefix", ["      │ ", "#14 611.3 ", "[1,0]<stderr>:", "Downloading 10%\r"])
+def test_every_example_is_found_behind_tool_prefixes(prefix: str) -> None:
+    """The scan's shortcuts (one search on the raw line for plain signatures, remembered misses) find every
+    documented example line behind the prefixes tools put before it, with the right line number."""
+    from olmo_doctor.diagnose import diagnose
+
+    log, where = ["noise"], []
+    for rule, line in PREFIXED:  # one log: example lines between noise lines (line 2, 4, 6, ...)
+        log += [f"{prefix}{line}", "more noise"]
+        where.append((rule, line, len(log) - 1))
+    diag = diagnose(["\n".join(log) + "\n"], None, RULES)
+    found = {(h.ref.rule.cause, h.line) for ev in diag.evidence for h in ev.hits}
+    missed = [f"{rule.code} line {n}: {line!r}" for rule, line, n in where if (rule.cause, n) not in found]
+    assert not missed, "\n".join(missed)

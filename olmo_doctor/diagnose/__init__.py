@@ -5,7 +5,8 @@
     findings = diagnose_file("build.log", facts)  # facts (e.g. from a report) sharpen the ranking
 
 The signatures live in the rules (`known_issues/*.toml`, `[[signature]]`), so one rule both checks a machine and
-recognises its failure in a log. `reader` turns any input into UTF-8 chunks that end on line boundaries, `scan`
+recognises its failure in a log. `reader` turns any input into UTF-8 chunks that end on line boundaries (`window`
+bounds what it keeps: huge logs, huge lines, compression bombs, escape storms; `Cuts` says what was left out), `scan`
 finds the lines signatures match (fast: `literals` and `grams` build a prefilter), `rank` orders the evidence by
 cause so the root cause comes first, `present` words the findings and `output` prints them.
 """
@@ -13,15 +14,16 @@ cause so the root cause comes first, `present` words the findings and `output` p
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from olmo_doctor.diagnose.present import to_diagnosis
 from olmo_doctor.diagnose.rank import Evidence, confidence, rank
-from olmo_doctor.diagnose.reader import iter_chunks
+from olmo_doctor.diagnose.reader import LogReader, iter_chunks
 from olmo_doctor.diagnose.scan import Hit, Index, Scanner
+from olmo_doctor.diagnose.window import Cuts, lines
 from olmo_doctor.facts import Facts, FactValue
 from olmo_doctor.findings import Finding
 from olmo_doctor.rules.model import Rule, load_rules
@@ -42,6 +44,7 @@ class Diagnosis:
     facts: Facts = field(default_factory=dict)
     tail: bytes = b""  # the log (or its last chunk when huge), for the "nothing recognised" advice
     tail_line: int = 1  # the line number `tail` starts at
+    cuts: Cuts = field(default_factory=Cuts)  # what of the input was not scanned (empty: all of it)
 
     @property
     def found(self) -> bool:
@@ -77,22 +80,35 @@ def diagnose(
     scanner = Scanner(_index(rules))
     hits: list[Hit] = []
     kept: list[bytes] = []
-    kept_line, size = 1, 0
-    for piece in chunks:
+    kept_line, kept_size, size = 1, 0, 0
+    reader = chunks if isinstance(chunks, LogReader) else None
+    cuts = reader.cuts if reader is not None else Cuts()
+    # chunks from a caller (a string, a list) get the same bounds as a file: long lines cut, escapes stripped
+    pieces = chunks if reader is not None else _bounded(chunks, cuts)
+    for piece in pieces:
         chunk = piece.encode() if isinstance(piece, str) else piece
+        if reader is not None and reader.line != scanner.line:  # the reader skipped the middle of a huge log
+            scanner.jump(reader.line)
+            kept_size = KEEP_TEXT  # the kept text must be contiguous: keep from here on
         first_line = scanner.line
         hits += scanner.feed(chunk)
         size += len(chunk)
-        if size <= KEEP_TEXT:
+        kept_size += len(chunk)
+        if kept_size <= KEEP_TEXT:
             kept.append(chunk)
         else:
-            kept, kept_line = [chunk], first_line
+            kept, kept_line, kept_size = [chunk], first_line, len(chunk)
     lines = scanner.line - 1
     evidence = rank(hits, rules, facts or {})
     confs = confidence(evidence)
     findings = [to_diagnosis(ev, facts or {}, c) for ev, c in zip(evidence, confs, strict=True)]
     return Diagnosis(findings, evidence, lines, size, time.perf_counter() - start, dict(facts or {}),
-                     b"".join(kept), kept_line)
+                     b"".join(kept), kept_line, cuts)
+
+
+def _bounded(chunks: Iterable[bytes | str], cuts: Cuts) -> Iterator[bytes]:
+    raw = (c.encode() if isinstance(c, str) else c for c in chunks)
+    return (piece for piece in lines(raw, cuts) if isinstance(piece, bytes))
 
 
 def diagnose_text(text: str, facts: Mapping[str, FactValue] | None = None) -> list[Finding]:

@@ -147,3 +147,41 @@ def required(pattern: str | re.Pattern[str]) -> Alt | None:
 def weakest(alt: Alt | None) -> int:
     """Length of the shortest required string (0 when none): below 3 the prefilter is not worth it."""
     return 0 if not alt else min(len(s) for s in alt)
+
+
+def plain(pattern: str | re.Pattern[str]) -> bool:
+    """No anchors (`^ $ \\A \\Z`) and no lookbehinds: whether such a pattern matches a line does not change when
+    a tool prefix is cut from the line's start, so searching the raw line is as good as searching the rest."""
+    source = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
+    try:
+        parsed = _parser.parse(source)
+    except re.error:
+        return False
+    return _plain(parsed.data)
+
+
+_ANCHORS = {_c.AT_BEGINNING, _c.AT_BEGINNING_STRING, _c.AT_END, _c.AT_END_STRING, _c.AT_BEGINNING_LINE,
+            _c.AT_END_LINE}
+
+
+def _plain(items: Any) -> bool:
+    for op, av in items:
+        if op is _c.AT and av in _ANCHORS:
+            return False
+        if op in (_c.ASSERT, _c.ASSERT_NOT):
+            if av[0] < 0:  # a lookbehind
+                return False
+            inner = [av[1]]
+        elif op is _c.SUBPATTERN:
+            inner = [av[-1]]
+        elif op is _c.BRANCH:
+            inner = list(av[1])
+        elif op in _REPEATS:
+            inner = [av[2]]
+        elif _ATOMIC is not None and op is _ATOMIC:
+            inner = [av]
+        else:
+            continue
+        if not all(_plain(sub.data) for sub in inner):
+            return False
+    return True

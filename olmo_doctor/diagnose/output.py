@@ -4,7 +4,8 @@ Text: the root cause first with the log lines that show it (with line numbers), 
 exact fix; then less likely causes; then what the machine facts alone show. When nothing is recognised it says
 so, quotes the log's first error lines, and says what to collect next: never "all clear" for a failed log.
 JSON: the shape of `check --json` (`facts`, `findings`, `env`, `elapsed_s`), each finding with `matched_lines`
-and `confidence`.
+and `confidence`, plus `input_cut` (null, or what of the input was not scanned: see `window.Cuts`). The text
+output says the same in a note under its first line.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ SHOWN_LINES = 5
 # Words that mark an error line; found with str.find (fast on any size), then confirmed with _ERROR_LINE.
 ERROR_WORDS = ("error", "exception", "fatal", "failed", "failure", "killed", "aborted", "segmentation fault")
 _ERROR_LINE = re.compile(r"(?i:\b(?:error|fatal|failed|failure|killed|aborted|segmentation fault|core dumped)\b)"
-                         r"|[A-Za-z]\w*(?:Error|Exception)\b")
+                         r"|\b[A-Za-z]\w{0,80}(?:Error|Exception)\b")
 
 
 def to_json(diag: Diagnosis) -> dict[str, Any]:
@@ -34,6 +35,7 @@ def to_json(diag: Diagnosis) -> dict[str, Any]:
         "findings": [f.to_json(diagnose=True) for f in diag.findings],
         "env": {},
         "elapsed_s": round(diag.elapsed_s, 4),
+        "input_cut": {**diag.cuts.to_json(), "notes": diag.cuts.sentences()} if diag.cuts else None,
     }
 
 
@@ -88,7 +90,11 @@ def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> No
     console = console or Console(highlight=False, soft_wrap=False)
     facts = " · with machine facts" if diag.facts else ""
     console.print(f"[bold]olmo-doctor diagnose[/] · {escape(name)} · {diag.lines:,} lines{facts} · "
-                  f"{diag.elapsed_s:.2f} s\n")
+                  f"{diag.elapsed_s:.2f} s" + ("" if diag.cuts else "\n"))
+    if diag.cuts:
+        for sentence in diag.cuts.sentences():
+            console.print(f"[yellow]Input cut:[/] {escape(sentence)}", overflow="fold")
+        console.print()
     pairs = list(zip(diag.findings, diag.evidence, strict=True))
     named = [(f, ev) for f, ev in pairs if ev.hits and ev.tier < 2]  # a cause line, or symptoms the facts back
     echoes = [(f, ev) for f, ev in pairs if ev.tier == 2]  # only lines that follow many causes

@@ -96,12 +96,20 @@ def to_diagnosis(ev: Evidence, facts: Mapping[str, FactValue], conf: float) -> F
     for h in sorted(ev.hits, key=lambda h: h.line):
         if h.line not in seen:
             seen.add(h.line)
-            finding.matched_lines.append(MatchedLine(h.line, _shorten(h.text)))
+            finding.matched_lines.append(MatchedLine(h.line, _shorten(h.text, h.ref.pattern)))
     finding.matched_lines = finding.matched_lines[:MAX_QUOTED]
     finding.confidence = conf
     return finding
 
 
-def _shorten(text: str) -> str:
+def _shorten(text: str, pattern: re.Pattern[str] | None = None) -> str:
+    """At most MAX_LINE_CHARS of a quoted line: its start, or the part around what the signature matched."""
     text = text.strip()
-    return text if len(text) <= MAX_LINE_CHARS else text[: MAX_LINE_CHARS - 1] + "…"
+    if len(text) <= MAX_LINE_CHARS:
+        return text
+    m = pattern.search(text) if pattern is not None else None
+    if m is None or m.end() < MAX_LINE_CHARS - 1:
+        return text[: MAX_LINE_CHARS - 1] + "…"
+    start = max(0, min(m.start() - 80, len(text) - MAX_LINE_CHARS + 2))
+    piece = text[start : start + MAX_LINE_CHARS - 2]
+    return "…" + piece + ("…" if start + MAX_LINE_CHARS - 2 < len(text) else "")

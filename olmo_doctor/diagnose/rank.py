@@ -12,9 +12,13 @@ The evidence model, in order of precedence:
    root and the last one its echo.
 4. Facts (from `--report` / `--here`). A rule whose `when` holds on the facts gains `when_boost` (1.5), one
    whose `when` is false loses `when_penalty` (0.5); `[diagnose] boost_when` adds `boost` (1.0) when true.
+5. Explained lines. A rule the facts point at (its `when` or its `boost_when` holds) and whose `[diagnose]
+   explains` names a cause the log shows takes that evidence over, ranked just above it: an NCCL "unhandled
+   system error" is unspecific, but on WSL2 it is the WSL2 limitation (OD221 explains `nccl_failure`).
 
 The `[diagnose]` table of a rule may set: `title`, `message` (used instead of the check-oriented ones; they can
-use the signature's named groups, e.g. `{max_gcc}`), `boost_when`, `boost`, `when_boost`, `when_penalty`, and
+use the signature's named groups, e.g. `{max_gcc}`), `boost_when`, `boost`, `when_boost`, `when_penalty`,
+`explains` (a list of cause slugs), and
 `fires` / `quiet`: example log lines that must / must not match the rule's signatures (run by the tests).
 """
 
@@ -122,6 +126,29 @@ def _judge(ev: Evidence, facts: Mapping[str, FactValue]) -> None:
     ev.rule = max(ev.rules, key=lambda r: (r.code in causal, states[r.code] is True, own[r.code], r.code == first))
 
 
+def _explains(rule: Rule) -> set[str]:
+    value = rule.diagnose.get("explains", [])
+    return {str(v) for v in value} if isinstance(value, list) else set()
+
+
+def _boosted(rule: Rule, facts: Mapping[str, FactValue]) -> bool:
+    when = rule.diagnose.get("boost_when")
+    return isinstance(when, str) and truth(when, facts) is True
+
+
+def _take_over(evidence: list[Evidence], facts: Mapping[str, FactValue]) -> None:
+    """A cause the facts point at takes over the log lines of a cause it explains (see 5. above)."""
+    for ev in evidence:
+        if ev.hits or ev.fact is False or not (ev.fact or any(_boosted(r, facts) for r in ev.rules)):
+            continue
+        explained = [other for other in evidence if other.hits and other.rule.cause in _explains(ev.rule)]
+        if explained:
+            best = min(explained, key=lambda e: (e.tier, -e.score))
+            ev.hits = list(best.hits)
+            ev.tier = best.tier
+            ev.score = best.score + max(ev.score, 0.5)
+
+
 def rank(hits: list[Hit], rules: tuple[Rule, ...], facts: Mapping[str, FactValue] | None = None) -> list[Evidence]:
     """Evidence per cause, root cause first."""
     facts = facts or {}
@@ -131,16 +158,20 @@ def rank(hits: list[Hit], rules: tuple[Rule, ...], facts: Mapping[str, FactValue
         ev.hits.append(h)
         if h.ref.rule not in ev.rules:
             ev.rules.append(h.ref.rule)
+    shown = set(by_cause)
     for rule in rules:
         ev_or_none = by_cause.get(rule.cause)
         if ev_or_none is not None:
             if rule not in ev_or_none.rules and (rule.when is not None or rule.check is not None):
                 ev_or_none.rules.append(rule)  # its condition may confirm the cause the log shows
-        elif facts and rule.severity != "info" and condition(rule, facts) is True:
-            by_cause[rule.cause] = Evidence(rule, [rule])  # context: the facts alone show it
+        elif facts and rule.severity != "info":
+            state = condition(rule, facts)
+            if state is True or (state is None and _explains(rule) & shown and _boosted(rule, facts)):
+                by_cause[rule.cause] = Evidence(rule, [rule])  # context: the facts alone show it
     evidence = list(by_cause.values())
     for ev in evidence:
         _judge(ev, facts)
+    _take_over(evidence, facts)
     causal = sorted((ev for ev in evidence if ev.tier == 0), key=lambda e: e.first_cause)
     for position, ev in enumerate(causal):
         ev.score += CASCADE_BONUS / (position + 1)

@@ -1,38 +1,51 @@
-"""Read a log of any size and encoding as text chunks that end on line boundaries.
+"""Read a log of any size and encoding as text chunks that end on line boundaries, in bounded time and memory.
 
-Logs arrive as files, pipes, gzip files, UTF-8 or UTF-16 (PowerShell's `>`), with ANSI colours, carriage-return
-progress bars and tool prefixes (pip's `│`, docker build's `#12 3.456`, mpirun's `[1,0]<stdout>:`). Reading is
-streamed in blocks so memory stays bounded; an empty or binary input is refused with one clear line.
+Logs arrive as files, pipes, gzip/bz2/xz files, UTF-8 or UTF-16 (PowerShell's `>`), with ANSI colours,
+carriage-return progress bars and tool prefixes (pip's `│`, docker build's `#12 3.456`, mpirun's
+`[1,0]<stdout>:`). Reading is streamed in blocks; what a hostile or runaway input could make unbounded is cut, and
+every cut is recorded in `Cuts` so the output can say what was left out (`window` does the cutting):
+
+- decompression stops after `max_decompressed` bytes (a 10 GiB gzip bomb is not inflated to the end);
+- reading stops after MAX_READ bytes of text;
+- of a log longer than SCAN_HEAD + SCAN_TAIL, the middle is skipped (counted, not scanned);
+- a line longer than LINE_HEAD + LINE_TAIL keeps its first and last bytes.
+
+An empty or binary input is refused with one clear line.
 """
 
 from __future__ import annotations
 
+import bz2
 import codecs
 import gzip
 import io
+import lzma
+import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
+from olmo_doctor.diagnose.window import ANSI, Cuts, Gap, lines, window
 from olmo_doctor.errors import UsageError
 
 BLOCK = 16 << 20  # 16 MiB of bytes per chunk: few Python-level passes, bounded memory
 HEAD = 64 << 10
-# A single "line" longer than this (a progress bar without newlines) is cut so memory stays bounded.
-MAX_PENDING = 4 * BLOCK
+MAX_READ = 1 << 30  # bytes of text read at most, from any source
+MAX_DECOMPRESSED = 256 << 20  # text a compressed log may expand to, at least ...
+MAX_RATIO = 20  # ... or this many times its compressed size (real logs compress about 5-15x), up to MAX_READ
 
-ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 # Prefixes tools put before each line of a subprocess's output; removed before quoting and matching.
 PREFIX = re.compile(
     r"^(?:"
-    r"#\d+ \d+\.\d+ "  # docker buildkit: `#12 3.456 `
-    r"|\[\d+,\d+\]<std(?:out|err)>:"  # mpirun / horovodrun: `[1,0]<stdout>:`
-    r"|\s*[│║┃] ?"  # pip >= 23 subprocess output box: `      │ `
-    r")+"
+    r"#\d{1,6} \d{1,7}\.\d{1,3} "  # docker buildkit: `#12 3.456 `
+    r"|\[\d{1,6},\d{1,6}\]<std(?:out|err)>:"  # mpirun / horovodrun: `[1,0]<stdout>:`
+    r"|[ \t]{0,64}[│║┃] ?"  # pip >= 23 subprocess output box: `      │ `
+    r"){1,8}"
 )
 COLLECT_HINT = "give the text output of the failed command, e.g. `pip install ... 2>&1 | tee build.log`"
+_MAGIC: tuple[tuple[bytes, str], ...] = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"))
 
 
 def clean(line: str) -> str:
@@ -42,7 +55,13 @@ def clean(line: str) -> str:
         line = parts[-1] if parts else ""
     if "\x1b" in line:
         line = ANSI.sub("", line)
-    return PREFIX.sub("", line).rstrip()
+    return unprefix(line).rstrip()
+
+
+def unprefix(line: str) -> str:
+    """The line without the tool prefixes at its start (a match at 0: `sub` would try every position)."""
+    m = PREFIX.match(line)
+    return line[m.end():] if m else line
 
 
 def _detect(head: bytes, name: str) -> str:
@@ -81,16 +100,8 @@ def _open(source: str | Path) -> tuple[BinaryIO, str]:
         raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
 
 
-def _maybe_gunzip(stream: BinaryIO) -> tuple[BinaryIO, bytes]:
-    head = stream.read(HEAD)
-    if head[:2] == b"\x1f\x8b":
-        gz = gzip.GzipFile(fileobj=_Prepend(head, stream))
-        return gz, gz.read(HEAD)  # type: ignore[return-value]
-    return stream, head
-
-
 class _Prepend(io.RawIOBase):
-    """A stream whose first bytes were already read (to sniff gzip) and are put back in front."""
+    """A stream whose first bytes were already read (to sniff the format) and are put back in front."""
 
     def __init__(self, head: bytes, rest: BinaryIO) -> None:
         self._head, self._rest = head, rest
@@ -105,53 +116,123 @@ class _Prepend(io.RawIOBase):
         return len(data)
 
 
+_OPENERS: dict[str, Callable[[BinaryIO], object]] = {
+    "gzip": lambda f: gzip.GzipFile(fileobj=f), "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}
+
+
+def _compressed_size(stream: BinaryIO) -> int | None:
+    try:
+        return os.fstat(stream.fileno()).st_size
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+def _decompress(stream: BinaryIO) -> tuple[BinaryIO, bytes, int, str]:
+    """(text stream, its first bytes, how many bytes of it may be read, the format) for a plain or compressed
+    log; the limit on a compressed one grows with its size, so a bomb stops early and a big real log does not."""
+    head = stream.read(HEAD)
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            raw = cast(BinaryIO, io.BufferedReader(_Prepend(head, stream)))
+            # closed with the stream it wraps, in LogReader.__iter__
+            inner = cast(BinaryIO, _OPENERS[kind](raw))
+            size = _compressed_size(stream)
+            limit = min(MAX_READ, max(MAX_DECOMPRESSED, MAX_RATIO * size if size else 0))
+            return inner, inner.read(HEAD), limit, kind
+    return stream, head, MAX_READ, ""
+
+
 def _read(stream: BinaryIO, size: int, label: str) -> bytes:
     try:
         return stream.read(size)
-    except (OSError, EOFError) as e:
+    except (OSError, EOFError, lzma.LZMAError, ValueError) as e:
         raise UsageError(f"cannot read {label}: {e}") from None
 
 
-def iter_chunks(source: str | Path | BinaryIO, name: str | None = None) -> Iterator[bytes]:
+class LogReader:
     """The log as UTF-8 bytes, in chunks that each end with a newline (the last may not), ANSI codes removed.
 
-    UTF-8 input passes through undecoded (the scan decodes only the lines it quotes); other encodings are
-    transcoded. UsageError for a missing, unreadable, empty or binary input.
+    Iterate it once. Before each chunk is yielded, `line` is the number of the chunk's first line (it jumps over
+    a skipped middle), and `cuts` says what was left out so far. UTF-8 input passes through undecoded (the scan
+    decodes only the lines it quotes); other encodings are transcoded. UsageError for a missing, unreadable,
+    empty or binary input.
     """
-    if isinstance(source, (str, Path)):
-        stream, label = _open(source)
-    else:
-        stream, label = source, name or "the log"
-    try:
+
+    def __init__(self, source: str | Path | BinaryIO, name: str | None = None) -> None:
+        self.source, self.name = source, name
+        self.line = 1
+        self.cuts = Cuts()
+
+    def __iter__(self) -> Iterator[bytes]:
+        if isinstance(self.source, (str, Path)):
+            stream, label = _open(self.source)
+        else:
+            stream, label = self.source, self.name or "the log"
         try:
-            stream, head = _maybe_gunzip(stream)
-        except (OSError, EOFError) as e:
-            raise UsageError(f"cannot read {label}: {e}") from None
-        codec = _detect(head, name or label)
+            try:
+                text, head, limit, kind = _decompress(stream)
+            except (OSError, EOFError, lzma.LZMAError) as e:
+                raise UsageError(f"cannot read {label}: {e}") from None
+            codec = _detect(head, self.name or label)
+            blocks = self._blocks(text, head, codec, limit, kind, label)
+            for piece in lines(window(blocks), self.cuts):
+                if isinstance(piece, Gap):
+                    self.line += piece.lines
+                    continue
+                yield piece
+                self.line += piece.count(b"\n")
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+
+    def _blocks(self, stream: BinaryIO, head: bytes, codec: str, limit: int, kind: str,
+                label: str) -> Iterator[bytes]:
+        """UTF-8 blocks of the text, at most `limit` bytes of it read. Compressed data that turns out cut or
+        damaged after its start ends the text there (noted): what came before is still a log worth reading."""
         transcode = codecs.getincrementaldecoder(codec)(errors="replace") if codec != "utf-8" else None
-        pending = b""
-        # the sniffed head and the first block make one chunk, so the scan samples a large start
-        block = head + (_read(stream, BLOCK - len(head), label) if len(head) == HEAD else b"")
+        # the sniffed head and the first block make one block, so the scan samples a large start
+        block = head
+        if len(head) == HEAD:
+            more, broken = self._read_some(stream, BLOCK - len(head), kind, label)
+            block += more
+        else:
+            broken = None
+        taken = 0
         while block:
-            data = pending + (transcode.decode(block).encode() if transcode else block)
-            cut = data.rfind(b"\n") + 1
-            if cut == 0 and len(data) < MAX_PENDING:
-                pending = data
-            else:
-                cut = cut or len(data)
-                yield _strip_ansi(data[:cut])
-                pending = data[cut:]
-            block = _read(stream, BLOCK, label)
-        tail = pending + (transcode.decode(b"", final=True).encode() if transcode else b"")
-        if tail:
-            yield _strip_ansi(tail)
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
+            taken += len(block)
+            yield transcode.decode(block).encode() if transcode else block
+            if broken is not None:
+                self.cuts.stopped_at, self.cuts.stop_reason = taken, broken
+                break
+            if taken >= limit:
+                if self._read_some(stream, 1, kind, label)[0]:
+                    self.cuts.stopped_at = taken
+                    self.cuts.stop_reason = f"{kind} data expands further" if kind else "the log is longer"
+                break
+            block, broken = self._read_some(stream, min(BLOCK, limit - taken), kind, label)
+        if transcode is not None and (rest := transcode.decode(b"", final=True).encode()):
+            yield rest
+
+    @staticmethod
+    def _read_some(stream: BinaryIO, size: int, kind: str, label: str) -> tuple[bytes, str | None]:
+        """Up to `size` bytes, and why reading stopped early when compressed data broke off (None otherwise);
+        compressed data is read in small steps so a break loses little."""
+        if not kind:
+            return _read(stream, size, label), None
+        pieces: list[bytes] = []
+        got = 0
+        while got < size:
+            try:
+                piece = stream.read(min(64 << 10, size - got))
+            except (OSError, EOFError, lzma.LZMAError, ValueError) as e:
+                return b"".join(pieces), f"the {kind} data is cut or damaged there ({e})"
+            if not piece:
+                break
+            pieces.append(piece)
+            got += len(piece)
+        return b"".join(pieces), None
 
 
-ANSI_BYTES = re.compile(ANSI.pattern.encode())
-
-
-def _strip_ansi(data: bytes) -> bytes:
-    return ANSI_BYTES.sub(b"", data) if b"\x1b" in data else data
+def iter_chunks(source: str | Path | BinaryIO, name: str | None = None) -> LogReader:
+    """The log as line-aligned UTF-8 chunks (a LogReader: iterate it; see its `cuts` afterwards)."""
+    return LogReader(source, name)

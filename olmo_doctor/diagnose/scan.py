@@ -10,6 +10,9 @@ bytes (no decoding of the 99.9 % of lines that matter to no one):
    decoded line (split at carriage returns, tool prefixes removed). A required string split over two lines
    (issue trackers wrap long lines) is tried on the line joined with its neighbour.
 
+Hostile logs (tests/test_diagnose_bounds.py) stay linear: repeated lines reuse their needles and their misses
+(bounded memories), two-line attempts have a budget per signature, and a required string with a flood of
+candidate lines in one chunk hands its plain signatures to one search over the whole next chunks (`_bulk`).
 Signatures without any usable literal run on every line; tests keep the shipped rules off that slow path.
 """
 
@@ -21,8 +24,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from olmo_doctor.diagnose import grams as G
-from olmo_doctor.diagnose.literals import Alt, candidates
-from olmo_doctor.diagnose.reader import PREFIX
+from olmo_doctor.diagnose.literals import Alt, candidates, plain
+from olmo_doctor.diagnose.reader import unprefix
 from olmo_doctor.rules.model import Rule
 
 # A message continued on the next line leaves at most TAIL characters after its required string; a wrapped one
@@ -32,6 +35,15 @@ SEAM = 200
 # Enough lines of one signature to judge it (the ranking stops counting repeats at 5); later ones are skipped so
 # a benign line repeated 100,000 times cannot slow the scan down.
 MAX_HITS_PER_SIGNATURE = 20
+# Two-line attempts per signature: real logs need a few dozen at most (the bench log and the fixtures stay under
+# 20), so a wrapped message is found among the first thousand; beyond that a hostile log would only cost time.
+MAX_PAIR_TRIES = 1_000
+MAX_PAIR_LOOKS = 2_000  # and candidates for one, cheap as they are
+# Candidate lines of one required string in one chunk above which its signatures (when plain) search whole chunks
+# instead: one regex pass beats a Python step per line when a log is a flood of near misses of one message.
+BULK_LINES = 40_000
+# Remembered misses (a few MB at most); the set starts over when full.
+MAX_MISSES = 200_000
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,7 @@ class SigRef:
     weight: float
     role: str
     options: tuple[Alt, ...]
+    plain: bool = False  # no anchors or lookbehinds (literals.plain): a search of the raw line decides a miss
 
 
 @dataclass(frozen=True)
@@ -68,7 +81,7 @@ class Index:
         for rule in rules:
             for i, sig in enumerate(rule.signatures):
                 opts = tuple(candidates(sig.pattern))
-                refs.append(SigRef(len(refs), rule, i, sig.pattern, sig.weight, sig.role, opts))
+                refs.append(SigRef(len(refs), rule, i, sig.pattern, sig.weight, sig.role, opts, plain(sig.pattern)))
         return cls(refs, [r for r in refs if not r.options])
 
 
@@ -80,13 +93,19 @@ class Scanner:
         self.needles: dict[int, Alt] = {}
         self.by_needle: dict[str, list[SigRef]] = {}
         self.grams: dict[bytes, list[str]] = {}
-        self.first: dict[int, list[bytes]] = {}
+        self.closure: dict[bytes, list[str]] = {}
         self.regex: re.Pattern[bytes] | None = None
         self.slow = [(ref, re.compile(ref.pattern.pattern, ref.pattern.flags | re.M)) for ref in index.slow]
         self.line = 1  # number of the first line of the next chunk
         self.carry = b""  # the last line of the previous chunk, for messages wrapped across the boundary
         self.seen: set[tuple[int, int]] = set()
+        self.line_needles: dict[int, set[str]] = {}  # needles by line hash (lowercased): repeated lines
+        self.misses: set[tuple[int, ...]] = set()  # (signature, line hash) and (signature, pair hashes) that failed
         self.counts: Counter[int] = Counter()  # hits per signature
+        self.pair_tries: Counter[int] = Counter()  # two-line attempts per signature that got past the seam test
+        self.pair_looks: Counter[int] = Counter()  # two-line candidates per signature (before the seam test)
+        self.needle_lines: Counter[str] = Counter()  # candidate lines per required string in the last chunk
+        self.bulk: set[str] = set()  # required strings whose signatures search whole chunks (see BULK_LINES)
 
     def _prepare(self, chunk: bytes) -> None:
         data = G.sample(chunk)
@@ -101,14 +120,15 @@ class Scanner:
     def _compile(self) -> None:
         firsts = {g[0] for g in self.grams}
         self.regex = G.gram_regex(tuple(sorted(self.grams)), tuple(sorted((b, self.freq[b]) for b in firsts)))
-        self.first = {}
-        for gram in self.grams:
-            self.first.setdefault(gram[0], []).append(gram)
+        # The regex tries a first character's grams longest first, so at a position it reports the longest gram
+        # there; every other gram there is a prefix of it, so the needles of a match are those of its prefixes.
+        self.closure = {g: sorted({n for p in self.grams if g.startswith(p) for n in self.grams[p]})
+                        for g in self.grams}
 
     def _retire(self) -> bool:
         """Forget needles whose signatures all have enough hits; True when the gram set changed."""
         full = {k for k, n in self.counts.items() if n >= MAX_HITS_PER_SIGNATURE}
-        done = {n for n, refs in self.by_needle.items() if all(r.key in full for r in refs)}
+        done = {n for n, refs in self.by_needle.items() if all(r.key in full for r in refs)} | self.bulk
         changed = False
         for gram in list(self.grams):
             kept = [n for n in self.grams[gram] if n not in done]
@@ -124,8 +144,12 @@ class Scanner:
         """Hits in this chunk (it ends at a line boundary, except possibly the log's last line)."""
         if self.regex is None:
             self._prepare(chunk)
-        elif self._retire():
-            self._compile()
+        else:
+            self.bulk |= {n for n, count in self.needle_lines.items()
+                          if count >= BULK_LINES and all(r.plain for r in self.by_needle[n])}
+            self.needle_lines.clear()
+            if self._retire():
+                self._compile()
         text, line0 = (self.carry + chunk, self.line - 1) if self.carry else (chunk, self.line)
         hits = list(self._scan(text, line0))
         self.line += chunk.count(b"\n")
@@ -136,82 +160,173 @@ class Scanner:
             self.line += 1
         return hits
 
+    def jump(self, line: int) -> None:
+        """The next chunk starts at `line`: lines before it were skipped, so no message spans the gap."""
+        self.line, self.carry = line, b""
+
     def _candidates(self, low: bytes) -> dict[int, set[str]]:
         """Line start offset -> the needles whose gram occurs on that line."""
         assert self.regex is not None
         found: dict[int, set[str]] = {}
-        search, grams, first = self.regex.search, self.grams, self.first
-        line_start, line_end, pos = 0, -1, 0
+        search, closure, known = self.regex.search, self.closure, self.line_needles
+        pos = 0
         while (m := search(low, pos)) is not None:
             p = m.start()
-            if p > line_end:
-                line_start = low.rfind(b"\n", 0, p) + 1
-                line_end = low.find(b"\n", p)
-                line_end = len(low) if line_end < 0 else line_end
-            for gram in first.get(low[p], ()):
-                if low.startswith(gram, p):
-                    found.setdefault(line_start, set()).update(grams[gram])
-            pos = p + 1
+            line_end = low.find(b"\n", p)
+            line_end = len(low) if line_end < 0 else line_end
+            line_start = low.rfind(b"\n", 0, p) + 1
+            key = hash(low[line_start:line_end])
+            needles = known.get(key)
+            if needles is None:
+                needles = set(closure[m.group()])
+                q = p + 1
+                while (more := search(low, q, line_end)) is not None:  # the rest of the line
+                    needles.update(closure[more.group()])
+                    q = more.start() + 1
+                if len(known) >= MAX_MISSES:
+                    known.clear()
+                known[key] = needles
+            found[line_start] = needles
+            pos = line_end + 1
         return found
 
     def _scan(self, text: bytes, line0: int) -> Iterator[Hit]:
         counted, line = 0, line0
-        for start, needles in sorted(self._candidates(text.lower()).items()):
+        for start, needles in self._candidates(text.lower()).items():  # in order: the scan runs forward
             line += text.count(b"\n", counted, start)
             counted = start
             yield from self._confirm(text, start, line, needles)
+        if self.bulk:
+            yield from self._bulk(text, line0)
         if self.slow:  # signatures without a literal: every line (never the case for the shipped rules)
             decoded = text.decode("utf-8", "replace")
             for ref, multi in self.slow:
                 for m in multi.finditer(decoded):
                     start = decoded.rfind("\n", 0, m.start()) + 1
                     offset = len(decoded[:start].encode())
-                    yield from self._try(ref, text, offset, line0 + decoded.count("\n", 0, start), joined=False)
+                    hit = self._try(ref, text, offset, line0 + decoded.count("\n", 0, start), joined=False)
+                    if hit is not None:
+                        yield hit
 
     def _confirm(self, text: bytes, start: int, line: int, needles: set[str]) -> Iterator[Hit]:
-        low = _line(text, start).lower()
+        data = _raw(text, start)
+        raw = data.decode("utf-8", "replace")
+        low = raw.lower()
+        plain = "\r" not in raw
         for needle in needles:
+            if needle in self.bulk:  # a line cached before its needle went to bulk: _bulk covers it
+                continue
+            self.needle_lines[needle] += 1
+            inline = needle in low
             for ref in self.by_needle[needle]:
                 if (ref.key, line) not in self.seen and self.counts[ref.key] < MAX_HITS_PER_SIGNATURE:
-                    for hit in self._try(ref, text, start, line, joined=needle not in low):
+                    if self.pair_tries[ref.key] >= MAX_PAIR_TRIES and (  # no two-line attempts left
+                            not inline or (ref.pattern.search(raw) is None if plain and ref.plain
+                                           else _match(ref.pattern, raw) is None)):
+                        continue  # the usual near miss, decided in place (as in _alone)
+                    hit = self._try(ref, text, start, line, joined=not inline, data=data, raw=raw)
+                    if hit is not None:
                         self.counts[ref.key] += 1
                         yield hit
 
-    def _try(self, ref: SigRef, text: bytes, start: int, line: int, joined: bool) -> Iterator[Hit]:
-        raw = _line(text, start)
+    def _bulk(self, text: bytes, line0: int) -> Iterator[Hit]:
+        """Lines of this chunk that a bulk signature matches on its own: one search per line that has a match
+        start (the search is leftmost, so a line with a match is never passed over), verified on the line."""
+        decoded = text.decode("utf-8", "replace")
+        refs = {r.key: r for needle in sorted(self.bulk) for r in self.by_needle[needle]}
+        for ref in refs.values():
+            pos, counted, line = 0, 0, line0
+            while self.counts[ref.key] < MAX_HITS_PER_SIGNATURE and (m := ref.pattern.search(decoded, pos)):
+                start = decoded.rfind("\n", 0, m.start()) + 1
+                end = decoded.find("\n", m.start())
+                end = len(decoded) if end < 0 else end
+                line += decoded.count("\n", counted, start)
+                counted = start
+                if (ref.key, line) not in self.seen and (seg := _match(ref.pattern, decoded[start:end])):
+                    self.seen.add((ref.key, line))
+                    self.counts[ref.key] += 1
+                    yield Hit(ref, line, seg, line)
+                pos = end + 1
+
+    def _alone(self, ref: SigRef, data: bytes, raw: str) -> str | None:
+        """The piece of this line the signature matches on its own, if any."""
+        if ref.plain and "\r" not in raw:
+            # no anchors or lookbehinds: the whole line holds a match exactly when its unprefixed text does,
+            # so one search decides the usual miss
+            return _match(ref.pattern, raw) if ref.pattern.search(raw) else None
+        alone = (ref.key, hash(data))
+        if alone in self.misses:  # logs repeat lines: a line that did not match once never will
+            return None
+        seg = _match(ref.pattern, raw)
+        if seg is None:
+            self._miss(alone)
+        return seg
+
+    def _try(self, ref: SigRef, text: bytes, start: int, line: int, joined: bool, data: bytes | None = None,
+             raw: str | None = None) -> Hit | None:
+        data = _raw(text, start) if data is None else data
         needles = self.needles.get(ref.key, frozenset())
         next_start = text.find(b"\n", start) + 1
         pairs = []
         if not joined:
             if (ref.key, line) in self.seen:
-                return
-            seg = _match(ref.pattern, raw)
+                return None
+            raw = data.decode("utf-8", "replace") if raw is None else raw
+            seg = self._alone(ref, data, raw)
             if seg is not None:
                 self.seen.add((ref.key, line))
-                yield Hit(ref, line, seg, line)
-                return
+                return Hit(ref, line, seg, line)
+            if self.pair_tries[ref.key] >= MAX_PAIR_TRIES:
+                return None  # this signature's near misses used up its budget for wrapped messages
             # the message starts here but may go on below (`>>> torch.cuda.is_available()` / `False`): only
             # worth trying when what it requires ends the line
             low = raw.rstrip().lower()
             if 0 < next_start < len(text) and any(0 <= len(low) - low.rfind(n) - len(n) <= TAIL for n in needles):
-                pairs.append((line, raw, _line(text, next_start)))
+                pairs.append((line, data, _raw(text, next_start)))
         else:  # the required text is not on this line alone: a message wrapped onto two lines?
             if start > 0:
-                pairs.append((line - 1, _line(text, text.rfind(b"\n", 0, start - 1) + 1), raw))
+                pairs.append((line - 1, _raw(text, text.rfind(b"\n", 0, start - 1) + 1), data))
             if 0 < next_start < len(text):
-                pairs.append((line, raw, _line(text, next_start)))
-        for first_line, a, b in pairs:
-            # cheap test first: does a required string span the end of `a` and the start of `b`?
-            seam = f"{a.rstrip()[-SEAM:]} {b.lstrip()[:SEAM]}".lower()
-            if needles and not any(n in seam for n in needles):
+                pairs.append((line, data, _raw(text, next_start)))
+        if self.pair_tries[ref.key] >= MAX_PAIR_TRIES:
+            return None
+        self.pair_looks[ref.key] += len(pairs)
+        if self.pair_looks[ref.key] >= MAX_PAIR_LOOKS:  # near misses by the thousand: this line alone from now on
+            self.pair_tries[ref.key] = MAX_PAIR_TRIES
+        for first_line, a_data, b_data in pairs:
+            # cheap test first, on bytes (4 bytes per character at most): does a required string span the end
+            # of `a` and the start of `b`?
+            seam = a_data.rstrip()[-4 * SEAM :].lower() + b" " + b_data.lstrip()[: 4 * SEAM].lower()
+            if needles and not any(n.encode() in seam for n in needles):
                 continue
+            pair = (ref.key, hash(a_data), hash(b_data))
+            if pair in self.misses or (ref.key, first_line) in self.seen:
+                continue
+            a, b = a_data.decode("utf-8", "replace"), b_data.decode("utf-8", "replace")
+            seam_text = f"{a.rstrip()[-SEAM:]} {b.lstrip()[:SEAM]}".lower()
+            if needles and not any(n in seam_text for n in needles):
+                self._miss(pair)
+                continue
+            self.pair_tries[ref.key] += 1
             both = _join(a, b)
-            if (ref.key, first_line) in self.seen or _match(ref.pattern, a) or _match(ref.pattern, b):
+            if not ref.pattern.search(both):
+                self._miss(pair)
+                continue
+            if _match(ref.pattern, a) or _match(ref.pattern, b):
                 continue  # a line that matches alone is found (and quoted) on its own
-            if ref.pattern.search(both):
-                self.seen.add((ref.key, first_line))
-                yield Hit(ref, first_line, both, first_line + 1)
-                return
+            self.seen.add((ref.key, first_line))
+            return Hit(ref, first_line, both, first_line + 1)
+        return None
+
+    def _miss(self, key: tuple[int, ...]) -> None:
+        if len(self.misses) >= MAX_MISSES:
+            self.misses.clear()
+        self.misses.add(key)
+
+
+def _raw(text: bytes, start: int) -> bytes:
+    end = text.find(b"\n", start)
+    return text[start:] if end < 0 else text[start:end]
 
 
 def _line(text: bytes, start: int) -> str:
@@ -222,12 +337,15 @@ def _line(text: bytes, start: int) -> str:
 def _segments(raw: str) -> Iterator[str]:
     """The pieces a terminal would have shown: each carriage-return redraw, without tool prefixes."""
     for part in raw.split("\r") if "\r" in raw else (raw,):
-        part = PREFIX.sub("", part).rstrip()
+        part = unprefix(part).rstrip()
         if part:
             yield part
 
 
 def _match(pattern: re.Pattern[str], raw: str) -> str | None:
+    if "\r" not in raw:  # the usual line: one piece
+        part = unprefix(raw).rstrip()
+        return part if part and pattern.search(part) else None
     for seg in _segments(raw):
         if pattern.search(seg):
             return seg
