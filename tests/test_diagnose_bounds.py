@@ -26,7 +26,7 @@ from olmo_doctor.diagnose import reader as R
 from olmo_doctor.diagnose import window as W
 from olmo_doctor.diagnose.reader import iter_chunks
 from tests._adversarial import write_adversarial_log
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 DISK = b"OSError: [Errno 28] No space left on device\n"
 OOM = b"c++: fatal error: Killed signal terminated program cc1plus\n"
