@@ -61,3 +61,35 @@ def remove_tree(path: Path) -> None:
     os.rename(path, trash)
     fsync_dir(path.parent)
     shutil.rmtree(trash)
+
+
+def mount_of(path: Path) -> str:
+    """The device and mount point holding `path` ("/dev/nvme0n1p2 at /data"), for messages about a full disk."""
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    while not os.path.ismount(p) and p != p.parent:
+        p = p.parent
+    try:
+        with open("/proc/self/mounts") as f:
+            sources = {line.split()[1]: line.split()[0] for line in f if len(line.split()) > 2}
+    except OSError:
+        sources = {}
+    source = sources.get(str(p))
+    return f"{source} at {p}" if source and source != str(p) else str(p)
+
+
+def gigabytes(n: float) -> str:
+    """'1.3 GB', or two significant digits below 0.1 GB, so a small need does not read as '0.0 GB'."""
+    gb = n / 1e9
+    return f"{gb:.1f} GB" if gb >= 0.1 else f"{gb:.2g} GB"
+
+
+def free_bytes(path: Path) -> int | None:
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return shutil.disk_usage(p).free
+    except OSError:
+        return None
