@@ -62,9 +62,9 @@ def check_numbers(cfg: TrainConfig) -> None:
             raise ConfigError(f"{name} must not be negative (got {value})")
     if o.final_lr_ratio > 1:
         raise ConfigError(f"optim.final_lr_ratio must be between 0 and 1 (got {o.final_lr_ratio})")
-    for name, value in (("n_kv_heads", m.n_kv_heads), ("head_dim", m.head_dim)):
-        if value is not None and value <= 0:
-            raise ConfigError(f"model.{name} must be a positive number (got {value})")
+    for name, count in (("n_kv_heads", m.n_kv_heads), ("head_dim", m.head_dim)):
+        if count is not None and count <= 0:
+            raise ConfigError(f"model.{name} must be a positive number (got {count})")
     if d.vocab_size is not None and d.vocab_size <= 0:
         raise ConfigError(f"data.vocab_size must be a positive number (got {d.vocab_size})")
 

@@ -93,3 +93,20 @@ def free_bytes(path: Path) -> int | None:
         return shutil.disk_usage(p).free
     except OSError:
         return None
+
+
+def check_output_dir(path: Path, what: str) -> None:
+    """ConfigError unless `path` is a folder this process can write, or one it can create: said before any
+    work starts, so a read-only mount or a file in the way fails in a second with nothing written."""
+    from olmo.errors import ConfigError
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{what} {p} is a file, not a folder; choose another {what}")
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"{what} {p} cannot be created: {probe} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} {p} cannot be written ({probe} is read-only or not yours); choose another {what}")

@@ -36,7 +36,8 @@ from olmo.attention import get_backend
 from olmo.config import ConfigError, TrainConfig, check_vocab, validate
 from olmo.cuda_graph import CaptureFailed, GraphedStep
 from olmo.data import DataLoader, TokenWindows, eval_batches, open_source, split_indices
-from olmo.fsutil import atomic_write_bytes
+from olmo.fsutil import atomic_write_bytes, check_output_dir
+from olmo.lock import DirLock
 from olmo.metrics import MetricsLog, mfu, peak_flops
 from olmo.mixed_precision import MasterAdamW
 from olmo.model import Transformer
@@ -111,6 +112,7 @@ def preflight(cfg: TrainConfig, resume: bool) -> tuple[World, torch.device, Path
     runs it before the (slower) doctor check and a bad recipe fails in a second."""
     world = world_from_env()
     validate(cfg, world.world_size)
+    check_output_dir(Path(cfg.run_dir), "run_dir")
     device = resolve_device(cfg.device, world)
     if cfg.model.attn_backend != "auto":
         get_backend(cfg.model.attn_backend, device, windowed=cfg.model.windowed)
@@ -321,12 +323,39 @@ def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None
         console = Console(quiet=True)
     console = console or Console(quiet=True)
     say = console.print
+    run_dir = Path(cfg.run_dir)
+    created = not run_dir.exists()
+    lock = None
+    if world_from_env().is_main:  # one lock per job: a multi-node run_dir is one shared folder (lock.py)
+        check_output_dir(run_dir, "run_dir")
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"cannot create run_dir {run_dir}: {e.strerror}") from None
+        lock = DirLock(run_dir, "run_dir")
+        try:
+            lock.acquire()
+        except BaseException:
+            _remove_if_empty(run_dir, created)
+            raise
     try:
         result = _train(cfg, resume, say)
         parallel.barrier()  # no rank tears its connections down while another still talks (gloo aborts then)
         return result
     finally:
-        parallel.shutdown()
+        try:
+            parallel.shutdown()
+        finally:
+            if lock is not None:
+                lock.release()
+                _remove_if_empty(run_dir, created)
+
+
+def _remove_if_empty(run_dir: Path, created: bool) -> None:
+    """A run that failed before writing anything leaves no run_dir behind it."""
+    if created:
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()
 
 
 def _train(cfg: TrainConfig, resume: bool, say: Any) -> TrainResult:
