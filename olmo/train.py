@@ -120,10 +120,27 @@ def preflight(cfg: TrainConfig, resume: bool) -> tuple[World, torch.device, Path
     if ckpt and not resume:
         raise ConfigError(f"{cfg.run_dir} already has checkpoints (latest: {ckpt.name}); pass --resume to continue "
                           "that run, or set run_dir to a new directory")
+    if ckpt and resume:  # a damaged checkpoint is found here, in a second, not after building the model
+        checkpoint.require_whole(ckpt)
+        _resume_state(ckpt)
     if cfg.init_from and not (ckpt and resume):
         init_checkpoint(cfg)
     build_data(cfg, world)
     return world, device, ckpt
+
+
+def _resume_state(ckpt: Path) -> dict[str, Any]:
+    """The parts of train_state.json a resume reads, checked for shape (the file is data)."""
+    state = checkpoint.read_state(ckpt)
+    checkpoint.saved_config(ckpt, state)
+    loader = state.get("data_loader")
+    fields = ("seed", "epoch", "batch_in_epoch", "global_batch_size", "seq_len", "fingerprint")
+    ok = (isinstance(state.get("step"), int) and isinstance(state.get("tokens_seen"), int)
+          and isinstance(loader, dict) and all(k in loader for k in fields))
+    if not ok:
+        raise ConfigError(f"checkpoint {ckpt} is damaged: {checkpoint.TRAIN_STATE} lacks the step, tokens or data "
+                          "position a resume needs; use another checkpoint")
+    return state
 
 
 def init_checkpoint(cfg: TrainConfig) -> Path:
@@ -137,7 +154,7 @@ def init_checkpoint(cfg: TrainConfig) -> Path:
     problem = checkpoint.verify(path)
     if problem:
         raise ConfigError(f"init_from {path} is damaged ({problem}); pick another checkpoint")
-    saved = checkpoint.read_state(path)["config"]["model"]
+    saved = checkpoint.saved_config(path)["model"]
     now = config_to_dict(cfg)["model"]
     differ = [f"model.{k}={saved[k]!r}" for k in now if k in saved and saved[k] != now[k] and k != "attn_backend"]
     if differ:
@@ -188,7 +205,7 @@ def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
             say("[yellow]cuda_graph is on but ignored[/]: it needs one process on a GPU with bf16 "
                 "and optim.compute_copies")
     if ckpt and resume:
-        _check_resumed_config(checkpoint.read_state(ckpt)["config"], cfg, say)
+        _check_resumed_config(checkpoint.saved_config(ckpt), cfg, say)
         state = checkpoint.load(ckpt, model, optimizer)
         loader.load_state_dict(state["data_loader"])
         s.step, s.tokens_seen = state["step"], state["tokens_seen"]
