@@ -25,7 +25,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from olmo.errors import ENVIRONMENT_ERRNOS, OlmoError, describe_os_error, one_line
+from olmo.errors import ENVIRONMENT_ERRNOS, DamageFound, OlmoError, describe_os_error, one_line
 
 if TYPE_CHECKING:
     from olmo.prepare import FileStats
@@ -151,19 +151,26 @@ def validate_shards(
     directory: Annotated[Path, typer.Argument(help="A directory written by `olmo prepare-data` (or dolma).")],
     vocab_size: Annotated[int | None, typer.Option(help="Check ids against this vocab instead of the metadata's "
                                                    "(needed for shards without metadata).", min=1)] = None,
+    dtype: Annotated[str | None, typer.Option(help="uint16 or uint32: how wide a token is in shards without "
+                                              "metadata (default: the narrowest that holds --vocab-size); with "
+                                              "metadata, it must match.")] = None,
 ) -> None:
     """Recount tokens and documents, check ids against the vocabulary, verify checksums; exit 1 on corruption."""
     from rich.table import Table
 
-    from olmo.shards import validate_dir
+    from olmo.shards import DTYPES, ManifestError, validate_dir
 
+    if dtype is not None and dtype not in DTYPES:
+        raise OlmoError(f"--dtype {dtype} is not one of: {', '.join(DTYPES)}")
     if not directory.is_dir():
         raise OlmoError(f"{directory} is not a directory")
     try:
-        reports = validate_dir(directory, vocab_size)
+        reports = validate_dir(directory, vocab_size, dtype)
     except FileNotFoundError:
-        raise OlmoError(f"{directory} has no manifest.json or part-*.json metadata; pass --vocab-size N to check "
-                         "bare .npy shards") from None
+        raise OlmoError(f"{directory} has no manifest.json or part-*.json metadata; pass --vocab-size N (and "
+                        "--dtype) to check bare .npy shards") from None
+    except ManifestError as e:
+        raise DamageFound(f"corrupt: {e}") from None
     table = Table("shard", "tokens", "documents", "max id", "status", box=None)
     for r in reports:
         status = "[green]ok[/]" if not r.problems else f"[red]{r.problems[0].message}[/]"
@@ -171,8 +178,8 @@ def validate_shards(
     out.print(table)
     problems = [p for r in reports for p in r.problems]
     if problems:
-        err.print(f"olmo: corrupt: {problems[0]}" + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
-        raise typer.Exit(1)
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise DamageFound(f"corrupt: {problems[0]}{more}")
     out.print(f"ok: {len(reports)} shard(s), {sum(r.num_tokens for r in reports):,} tokens")
 
 

@@ -35,7 +35,7 @@ from olmo import checkpoint, parallel
 from olmo.attention import get_backend
 from olmo.config import ConfigError, TrainConfig, check_vocab, validate
 from olmo.cuda_graph import CaptureFailed, GraphedStep
-from olmo.data import DataLoader, TokenWindows, eval_batches, open_source, split_indices
+from olmo.data import DataLoader, Source, TokenWindows, eval_batches, open_source, split_indices
 from olmo.fsutil import atomic_write_bytes, check_output_dir
 from olmo.lock import DirLock
 from olmo.metrics import MetricsLog, mfu, peak_flops
@@ -91,6 +91,7 @@ def build_data(cfg: TrainConfig, world: World) -> tuple[DataLoader, list[torch.T
     source = open_source(cfg.data.paths, cfg.data)
     if source.vocab_size:
         check_vocab(cfg.model.vocab_size, source.vocab_size, source.where)
+    check_source(source, cfg.model.vocab_size, world)
     windows = TokenWindows(source, cfg.data.seq_len)
     train_idx, val_idx = split_indices(len(windows), 0.0 if cfg.data.val_paths else cfg.data.val_fraction)
     loader = DataLoader(windows, train_idx, cfg.global_batch_size, cfg.micro_batch_size, cfg.data.seed,
@@ -99,12 +100,26 @@ def build_data(cfg: TrainConfig, world: World) -> tuple[DataLoader, list[torch.T
         vsrc = open_source(cfg.data.val_paths, cfg.data)
         if vsrc.vocab_size:
             check_vocab(cfg.model.vocab_size, vsrc.vocab_size, vsrc.where)
+        check_source(vsrc, cfg.model.vocab_size, world)
         vwin = TokenWindows(vsrc, cfg.data.seq_len)
         val = eval_batches(vwin, np.arange(len(vwin)), cfg.micro_batch_size, cfg.eval_batches, world.rank,
                            world.world_size)
     else:
         val = eval_batches(windows, val_idx, cfg.micro_batch_size, cfg.eval_batches, world.rank, world.world_size)
     return loader, val
+
+
+def check_source(source: Source, model_vocab: int, world: World) -> None:
+    """Sizes, checksums and the largest token id of every shard, before the first step (olmo/shard_check.py).
+    Ids must be below the tokenizer's vocab when the shards say which, else below the model's embedding rows."""
+    from olmo import shard_check
+
+    if source.vocab_size and source.vocab_size <= model_vocab:
+        limit, hint = source.vocab_size, "the shard is damaged: rerun `olmo prepare-data` for it"
+    else:
+        limit, hint = model_vocab, ("the shards were made with a larger tokenizer: raise model.vocab_size or "
+                                    "tokenize with the model's tokenizer")
+    shard_check.check(source.checks, limit, hint, scan_data=world.is_main)
 
 
 def preflight(cfg: TrainConfig, resume: bool) -> tuple[World, torch.device, Path | None]:
