@@ -281,15 +281,17 @@ def require_whole(path: Path) -> None:
     problem = verify(path)
     if problem:
         raise OlmoError(f"checkpoint {path} is damaged: {problem}; use another checkpoint")
+    _read_metadata(path)
 
 
 def _dcp_load(state_dict: dict[str, Any], path: Path) -> None:
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
 
     try:
         with _single_process_ok():
             dcp.load(state_dict, storage_reader=dcp.FileSystemReader(path), no_dist=not dist.is_initialized())
-    except Exception as e:  # sizes matched (verify), so the bytes themselves are bad or of another model
+    except (Exception, CheckpointException) as e:  # sizes matched (verify): the bytes are bad or another model's
         first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)[:300]
         raise OlmoError(f"checkpoint {path} cannot be loaded ({first}); it is damaged or of another model: use "
                         "another checkpoint") from None
@@ -299,7 +301,9 @@ def _read_metadata(path: Path) -> Any:
     import torch.distributed.checkpoint as dcp
 
     try:
-        return dcp.FileSystemReader(path).read_metadata()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return dcp.FileSystemReader(path).read_metadata()
     except Exception:  # DCP's .metadata is a pickle: garbage raises anything from UnpicklingError to EOFError
         raise OlmoError(f"checkpoint {path} is damaged: {METADATA} cannot be read; use another checkpoint") from None
 

@@ -386,7 +386,9 @@ def main() -> None:
     except KeyboardInterrupt:
         print("olmo: interrupted", file=sys.stderr)
         sys.exit(130)
-    except Exception:
+    except (SystemExit, GeneratorExit):
+        raise
+    except BaseException:  # an Exception, or a library's BaseException (DCP's CheckpointException is one)
         _internal_error()
     sys.exit(code if isinstance(code, int) else 0)
 
