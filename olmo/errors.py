@@ -70,8 +70,8 @@ def is_disk_full(exc: BaseException) -> bool:
                 todo.append(nested)
         failures = getattr(e, "failures", None)  # torch.distributed.checkpoint.api.CheckpointException
         if isinstance(failures, dict):
-            for wrapped in failures.values():
-                inner = getattr(wrapped, "exc", wrapped)
+            for wrapped in failures.values():  # (exception, stack summary) pairs, or objects with .exc
+                inner = wrapped[0] if isinstance(wrapped, tuple) and wrapped else getattr(wrapped, "exc", wrapped)
                 if isinstance(inner, BaseException):
                     todo.append(inner)
     return False
