@@ -27,6 +27,7 @@ from olmo.errors import OlmoError, one_line
 
 LOCK_NAME = ".olmo.lock"
 NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})  # filesystems without flock
+_mine: set[str] = set()  # lock files this process holds (check_free must not refuse its own run)
 
 
 def _holder(fd: int) -> str:
@@ -53,6 +54,25 @@ class DirLock:
         self.path = self.directory / LOCK_NAME
         self.fd: int | None = None
 
+    def check_free(self) -> None:
+        """OlmoError if another process holds the folder now; writes nothing (a shared lock, at once undone),
+        so a command can say "in use" before its slower checks without leaving a file behind."""
+        if os.path.realpath(self.path) in _mine:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return  # no lock file (or none readable): nobody holds it, or acquire() will tell
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OlmoError(f"{self.what} {self.directory} is in use by {_holder(fd)}; wait for it to finish or "
+                            f"use another {self.what}") from None
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
     def acquire(self) -> DirLock:
         for _ in range(20):
             try:
@@ -78,6 +98,7 @@ class DirLock:
                 current = -1
             if current == os.fstat(fd).st_ino:
                 self.fd = fd
+                _mine.add(os.path.realpath(self.path))
                 break
             os.close(fd)  # locked a file its holder removed on release: lock the new one
         else:
@@ -92,6 +113,7 @@ class DirLock:
     def release(self) -> None:
         if self.fd is None:
             return
+        _mine.discard(os.path.realpath(self.path))
         try:
             self.path.unlink(missing_ok=True)  # still locked: a newcomer that opened it will retry
         except OSError:

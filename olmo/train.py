@@ -128,6 +128,8 @@ def preflight(cfg: TrainConfig, resume: bool) -> tuple[World, torch.device, Path
     world = world_from_env()
     validate(cfg, world.world_size)
     check_output_dir(Path(cfg.run_dir), "run_dir")
+    if world.is_main:
+        DirLock(Path(cfg.run_dir), "run_dir").check_free()  # say "in use" now, not after the doctor's probes
     device = resolve_device(cfg.device, world)
     if cfg.model.attn_backend != "auto":
         get_backend(cfg.model.attn_backend, device, windowed=cfg.model.windowed)

@@ -81,3 +81,28 @@ def test_second_prepare_into_one_output_is_refused(tmp_path: Path, cli: Callable
     code, _, err = cli("prepare-data", "-i", str(CORPUS_PATH), "-o", str(out), "-t", "bundled")
     assert code == 0, err
     assert not (out / LOCK_NAME).exists() and (out / "manifest.json").is_file()
+
+
+def test_train_on_a_run_dir_in_use_is_refused_before_the_doctor(tmp_path: Path, tiny_data: Path,
+                                                                 micro: Callable[..., object],
+                                                                 cli: Callable[..., tuple[int, str, str]],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import olmo.cli
+    from olmo.recipe import to_yaml
+
+    def no_doctor(*a: object) -> None:
+        raise AssertionError("the doctor ran before the lock was checked")
+
+    monkeypatch.setattr(olmo.cli, "doctor_gate", no_doctor)
+    run = tmp_path / "run"
+    run.mkdir()
+    (tmp_path / "r.yaml").write_text(to_yaml(micro(tiny_data, run)))  # type: ignore[arg-type]
+    p = _holder(run)
+    try:
+        for extra in ([], ["--resume"]):
+            code, _, err = cli("train", str(tmp_path / "r.yaml"), "--device", "cpu", *extra)
+            assert code == 2 and f"run_dir {run} is in use by pid {p.pid}" in err, err
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    assert sorted(os.listdir(run)) == [LOCK_NAME]
