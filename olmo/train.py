@@ -168,9 +168,7 @@ def init_checkpoint(cfg: TrainConfig) -> Path:
     except FileNotFoundError:
         raise ConfigError(f"init_from {cfg.init_from} is not a checkpoint or a run dir with checkpoints; give a "
                           "directory written by `olmo train` or `olmo import-hf`") from None
-    problem = checkpoint.verify(path)
-    if problem:
-        raise ConfigError(f"init_from {path} is damaged ({problem}); pick another checkpoint")
+    checkpoint.require_whole(path)
     saved = checkpoint.saved_config(path)["model"]
     now = config_to_dict(cfg)["model"]
     differ = [f"model.{k}={saved[k]!r}" for k in now if k in saved and saved[k] != now[k] and k != "attn_backend"]

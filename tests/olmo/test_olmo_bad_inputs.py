@@ -84,6 +84,11 @@ def copy_data(w: World, c: Path) -> Path:
     return out
 
 
+def _copy_to(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
 def copy_run(w: World, c: Path) -> Path:
     out = c / "run"
     shutil.copytree(w.run, out)
@@ -199,6 +204,8 @@ CASES: list[tuple[str, int, Build]] = [
                                                "-t", "bundled"]),
     ("prep-output-in-use", 2, lambda w, c: ["prepare-data", "-i", str(w.docs), "-o", str(_held(c / "o")), "-t",
                                             "bundled"]),
+    ("prep-garbage-job-file", 2, lambda w, c: ["prepare-data", "-i", str(w.docs), "-o", str(
+        _write(copy_data(w, c) / "prepare.json", "\x00garbage").parent), "-t", "bundled"]),
     ("prep-unknown-eos", 2, lambda w, c: ["prepare-data", "-i", str(w.docs), "-o", str(c / "o"), "-t", "bundled",
                                           "--eos-token", "<nope>"]),
     ("prep-empty-dir", 2, lambda w, c: ["prepare-data", "-i", str((c / "in").mkdir() or c / "in"), "-o",
@@ -261,6 +268,12 @@ CASES: list[tuple[str, int, Build]] = [
     ("train-existing-checkpoints", 2, lambda w, c: (copy_run(w, c), _train(recipe_in(w, c)))[1]),
     ("train-init-from-missing", 2, lambda w, c: _train(recipe_in(w, c), "--init-from", str(c / "nope"))),
     ("train-bad-device", 2, lambda w, c: [*_train(recipe_in(w, c))[:-2], "--device", "tpu"]),
+    ("train-init-from-truncated", 2, lambda w, c: _train(recipe_in(w, c), "--init-from", str(
+        (lambda r: (_truncate(_ckpt_file(r), 10), r)[1])(_copy_to(w.run, c / "src"))))),
+    ("train-init-from-garbage-metadata", 2, lambda w, c: _train(recipe_in(w, c), "--init-from", str(
+        _same_size_garbage(checkpoint.latest(_copy_to(w.run, c / "src")) / ".metadata").parent))),
+    ("train-val-paths-truncated", 2, lambda w, c: _train(recipe_in(w, c, data__val_paths=[str(
+        (lambda d: (_truncate(shard0(d), 4000), d)[1])(copy_data(w, c)))]))),
     # ------------------------------------------------------------------ train --resume
     ("resume-truncated-checkpoint", 2, lambda w, c: (_truncate(_ckpt_file(copy_run(w, c)), 100),
                                                      _train(recipe_in(w, c), "--resume"))[1]),
@@ -373,3 +386,31 @@ def test_bad_input_is_one_line_and_writes_nothing(name: str, code: int, build: B
     assert "Traceback" not in err + out
     assert snapshot(world.root, case) == before, f"{name}: files changed"
     assert not (tmp_path / "runs").exists(), f"{name}: a default run_dir appeared"
+
+
+def test_a_bug_keeps_its_traceback_and_asks_to_be_reported(cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
+    import olmo.prepare
+
+    def broken(*a: object, **k: object) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(olmo.prepare, "find_inputs", broken)
+    code, _, err = cli("prepare-data", "-i", "x.jsonl", "-o", "out", "-t", "bundled")
+    assert code == 1 and "Traceback" in err and "ZeroDivisionError: a bug" in err
+    assert err.strip().splitlines()[-1].startswith("olmo: this is a bug in olmo; please report it")
+
+
+def test_an_os_error_from_the_environment_is_one_line(tmp_path: Path, cli: CLI,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    import olmo.prepare
+
+    def read_only(path: Path, obj: object) -> None:
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(olmo.prepare, "atomic_write_json", read_only)
+    docs = _write(tmp_path / "d.jsonl", '{"text": "hello world"}\n')
+    code, _, err = cli("prepare-data", "-i", str(docs), "-o", str(tmp_path / "o"), "-t", "bundled")
+    assert code == 2 and err.strip() == f"olmo: {tmp_path / 'o' / 'prepare.json'}: Read-only file system"
+    assert not (tmp_path / "o").exists()
