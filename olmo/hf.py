@@ -138,13 +138,19 @@ def find_tokenizer(state: dict[str, Any], given: Path | None) -> TokenizerFiles:
     """The tokenizer.json the checkpoint's data was made with (its data manifest records path and hash), or
     `given`; ConfigError when neither is there."""
     from olmo.prepare import load_tokenizer
-    from olmo.shards import read_manifest
+    from olmo.shards import ManifestError, load_manifest
 
+    data = state.get("config", {}).get("data") if isinstance(state.get("config"), dict) else None
+    paths = data.get("paths") if isinstance(data, dict) else None
     if given is None:
-        for p in state.get("config", {}).get("data", {}).get("paths", []):
-            manifest = read_manifest(Path(p)) if Path(p).is_dir() else None
-            if manifest and Path(manifest["tokenizer"]["path"]).is_file():
-                given = Path(manifest["tokenizer"]["path"])
+        for p in paths if isinstance(paths, list) else []:
+            try:
+                manifest = load_manifest(Path(p)) if isinstance(p, str) and Path(p).is_dir() else None
+            except ManifestError:  # a damaged manifest names no tokenizer; --tokenizer is asked for below
+                manifest = None
+            tok_path = manifest["tokenizer"].get("path") if manifest else None
+            if manifest and isinstance(tok_path, str) and Path(tok_path).is_file():
+                given = Path(tok_path)
                 if load_tokenizer(given).sha256 != manifest["tokenizer"]["sha256"]:
                     raise ConfigError(f"{given} changed since the training data was tokenized with it; pass "
                                       "--tokenizer with the original tokenizer.json")

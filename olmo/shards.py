@@ -71,17 +71,6 @@ def checksums(data: bytes | memoryview) -> tuple[str, list[str]]:
     return hashlib.sha256(mv).hexdigest(), crcs
 
 
-def read_manifest(directory: Path) -> dict[str, Any] | None:
-    path = directory / MANIFEST
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
-
-
 DTYPES = ("uint16", "uint32")
 
 
@@ -152,6 +141,14 @@ def load_manifest(directory: Path) -> dict[str, Any] | None:
     if len(set(names)) != len(names):
         raise ManifestError(f"{path} lists a shard twice")
     return data
+
+
+def read_manifest(directory: Path) -> dict[str, Any] | None:
+    """`load_manifest`, with None instead of an error for a damaged manifest (for callers that only look)."""
+    try:
+        return load_manifest(directory)
+    except ManifestError:
+        return None
 
 
 def read_sidecars(directory: Path) -> list[ShardMeta]:

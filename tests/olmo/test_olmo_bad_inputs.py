@@ -16,6 +16,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -112,7 +113,7 @@ def _bare(c: Path, arr: np.ndarray) -> Path:
     return d
 
 
-def _manifest_edit(w: World, c: Path, edit: Callable[[dict[str, object]], None]) -> Path:
+def _manifest_edit(w: World, c: Path, edit: Callable[[dict[str, Any]], object]) -> Path:
     d = copy_data(w, c)
     m = json.loads((d / "manifest.json").read_text())
     edit(m)
@@ -120,8 +121,40 @@ def _manifest_edit(w: World, c: Path, edit: Callable[[dict[str, object]], None])
     return d
 
 
-def _truncate(path: Path, keep: int) -> None:
+def _truncate(path: Path, keep: int) -> Path:
     path.write_bytes(path.read_bytes()[:keep])
+    return path
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
+def _latest(run: Path) -> Path:
+    ck = checkpoint.latest(run)
+    assert ck is not None
+    return ck
+
+
+def _unlinked_shard(d: Path) -> Path:
+    shard0(d).unlink()
+    return d
+
+
+def _truncated_shard(d: Path, keep: int) -> Path:
+    _truncate(shard0(d), keep)
+    return d
+
+
+def _truncated_ckpt(run: Path, keep: int) -> Path:
+    _truncate(_ckpt_file(run), keep)
+    return run
+
+
+def _flipped(d: Path) -> Path:
+    _flip_token(shard0(d))
+    return d
 
 
 def _ckpt_file(run: Path) -> Path:
@@ -136,7 +169,7 @@ def _hf_copy(w: World, c: Path) -> Path:
     return out
 
 
-def _hf_config(w: World, c: Path, edit: Callable[[dict[str, object]], None]) -> Path:
+def _hf_config(w: World, c: Path, edit: Callable[[dict[str, Any]], object]) -> Path:
     d = _hf_copy(w, c)
     conf = json.loads((d / "config.json").read_text())
     edit(conf)
@@ -182,7 +215,7 @@ CASES: list[tuple[str, int, Build]] = [
     ("prep-gz-truncated", 2, lambda w, c: ["prepare-data", "-i", str(_write(
         c / "x.jsonl.gz", gzip.compress(w.docs.read_bytes() * 40)[:300])), "-o", str(c / "o"), "-t", "bundled"]),
     ("prep-gz-truncated-existing-output", 2, lambda w, c: ["prepare-data", "-i", str(_write(
-        c / "x.jsonl.gz", gzip.compress(w.docs.read_bytes() * 40)[:300])), "-o", str((c / "o").mkdir() or c / "o"),
+        c / "x.jsonl.gz", gzip.compress(w.docs.read_bytes() * 40)[:300])), "-o", str(_mkdir(c / "o")),
         "-t", "bundled"]),
     ("prep-missing-tokenizer", 2, lambda w, c: ["prepare-data", "-i", str(w.docs), "-o", str(c / "o"), "-t",
                                                 str(c / "tok.json")]),
@@ -208,7 +241,7 @@ CASES: list[tuple[str, int, Build]] = [
         _write(copy_data(w, c) / "prepare.json", "\x00garbage").parent), "-t", "bundled"]),
     ("prep-unknown-eos", 2, lambda w, c: ["prepare-data", "-i", str(w.docs), "-o", str(c / "o"), "-t", "bundled",
                                           "--eos-token", "<nope>"]),
-    ("prep-empty-dir", 2, lambda w, c: ["prepare-data", "-i", str((c / "in").mkdir() or c / "in"), "-o",
+    ("prep-empty-dir", 2, lambda w, c: ["prepare-data", "-i", str(_mkdir(c / "in")), "-o",
                                         str(c / "o"), "-t", "bundled"]),
     ("prep-no-documents", 2, lambda w, c: ["prepare-data", "-i", str(_write(c / "x.jsonl", '{"t": 1}\nnope\n')),
                                            "-o", str(c / "o"), "-t", "bundled"]),
@@ -220,17 +253,17 @@ CASES: list[tuple[str, int, Build]] = [
     ("val-manifest-not-ours", 1, lambda w, c: ["validate-shards", str(_write(copy_data(w, c) / "manifest.json",
                                                                               '{"format": "x"}').parent)]),
     ("val-manifest-escaping-file", 1, lambda w, c: ["validate-shards", str(_manifest_edit(
-        w, c, lambda m: m["shards"][0].update(file="../../etc/passwd.npy")))]),  # type: ignore[index]
+        w, c, lambda m: m["shards"][0].update(file="../../etc/passwd.npy")))]),
     ("val-manifest-bad-count", 1, lambda w, c: ["validate-shards", str(_manifest_edit(
-        w, c, lambda m: m["shards"][0].update(num_tokens="many")))]),  # type: ignore[index]
+        w, c, lambda m: m["shards"][0].update(num_tokens="many")))]),
     ("val-manifest-missing-shard", 1, lambda w, c: ["validate-shards", str(
-        (lambda d: (shard0(d).unlink(), d)[1])(copy_data(w, c)))]),
+        _unlinked_shard(copy_data(w, c)))]),
     ("val-bad-dtype", 2, lambda w, c: ["validate-shards", str(w.data), "--dtype", "uint8"]),
     ("val-dtype-mismatch", 1, lambda w, c: ["validate-shards", str(w.data), "--dtype", "uint32"]),
     ("val-uint32-as-uint16", 1, lambda w, c: ["validate-shards", str(_bare(c, np.arange(1000, dtype=np.uint32))),
                                               "--vocab-size", "50000"]),
     ("val-truncated-shard", 1, lambda w, c: ["validate-shards", str(
-        (lambda d: (_truncate(shard0(d), 1001), d)[1])(copy_data(w, c)))]),
+        _truncated_shard(copy_data(w, c), 1001))]),
     ("val-zero-vocab", 2, lambda w, c: ["validate-shards", str(w.data), "--vocab-size", "0"]),
     # ------------------------------------------------------------------ train (fresh)
     ("train-missing-recipe", 2, lambda w, c: _train(str(c / "nope.yaml"))),
@@ -253,9 +286,9 @@ CASES: list[tuple[str, int, Build]] = [
     ("train-garbage-manifest", 2, lambda w, c: _train(recipe_in(w, c, data__paths=[str(
         _write(copy_data(w, c) / "manifest.json", "[1, 2").parent)]))),
     ("train-truncated-shard", 2, lambda w, c: _train(recipe_in(w, c, data__paths=[str(
-        (lambda d: (_truncate(shard0(d), 4000), d)[1])(copy_data(w, c)))]))),
+        _truncated_shard(copy_data(w, c), 4000))]))),
     ("train-changed-shard", 2, lambda w, c: _train(recipe_in(w, c, data__paths=[str(
-        (lambda d: (_flip_token(shard0(d)), d)[1])(copy_data(w, c)))]))),
+        _flipped(copy_data(w, c)))]))),
     ("train-bare-without-dtype", 2, lambda w, c: _train(recipe_in(w, c, data__paths=[str(
         _bare(c, np.arange(5000, dtype=np.uint16) % 700))]))),
     ("train-bare-out-of-vocab", 2, lambda w, c: _train(recipe_in(w, c, data__dtype="uint16", data__vocab_size=766,
@@ -269,39 +302,39 @@ CASES: list[tuple[str, int, Build]] = [
     ("train-init-from-missing", 2, lambda w, c: _train(recipe_in(w, c), "--init-from", str(c / "nope"))),
     ("train-bad-device", 2, lambda w, c: [*_train(recipe_in(w, c))[:-2], "--device", "tpu"]),
     ("train-init-from-truncated", 2, lambda w, c: _train(recipe_in(w, c), "--init-from", str(
-        (lambda r: (_truncate(_ckpt_file(r), 10), r)[1])(_copy_to(w.run, c / "src"))))),
+        _truncated_ckpt(_copy_to(w.run, c / "src"), 10)))),
     ("train-init-from-garbage-metadata", 2, lambda w, c: _train(recipe_in(w, c), "--init-from", str(
-        _same_size_garbage(checkpoint.latest(_copy_to(w.run, c / "src")) / ".metadata").parent))),
+        _same_size_garbage(_latest(_copy_to(w.run, c / "src")) / ".metadata").parent))),
     ("train-val-paths-truncated", 2, lambda w, c: _train(recipe_in(w, c, data__val_paths=[str(
-        (lambda d: (_truncate(shard0(d), 4000), d)[1])(copy_data(w, c)))]))),
+        _truncated_shard(copy_data(w, c), 4000))]))),
     # ------------------------------------------------------------------ train --resume
     ("resume-truncated-checkpoint", 2, lambda w, c: (_truncate(_ckpt_file(copy_run(w, c)), 100),
                                                      _train(recipe_in(w, c), "--resume"))[1]),
-    ("resume-garbage-train-state", 2, lambda w, c: (_write(checkpoint.latest(copy_run(w, c)) / "train_state.json",
+    ("resume-garbage-train-state", 2, lambda w, c: (_write(_latest(copy_run(w, c)) / "train_state.json",
                                                            "\x00\x01garbage"), _train(recipe_in(w, c), "--resume"))[1]),
-    ("resume-train-state-list", 2, lambda w, c: (_write(checkpoint.latest(copy_run(w, c)) / "train_state.json",
+    ("resume-train-state-list", 2, lambda w, c: (_write(_latest(copy_run(w, c)) / "train_state.json",
                                                         "[1, 2, 3]"), _train(recipe_in(w, c), "--resume"))[1]),
     ("resume-train-state-no-position", 2, lambda w, c: (_edit_state(copy_run(w, c), "data_loader"),
                                                         _train(recipe_in(w, c), "--resume"))[1]),
-    ("resume-garbage-metadata", 2, lambda w, c: (_same_size_garbage(checkpoint.latest(copy_run(w, c)) / ".metadata"),
+    ("resume-garbage-metadata", 2, lambda w, c: (_same_size_garbage(_latest(copy_run(w, c)) / ".metadata"),
                                                  _train(recipe_in(w, c), "--resume"))[1]),
     ("resume-run-dir-in-use", 2, lambda w, c: (_held(copy_run(w, c)), _train(recipe_in(w, c), "--resume"))[1]),
     # ------------------------------------------------------------------ export-hf
     ("export-missing-checkpoint", 2, lambda w, c: ["export-hf", str(c / "nope"), str(c / "out")]),
     ("export-truncated-checkpoint", 2, lambda w, c: ["export-hf", str(
-        (lambda r: (_truncate(_ckpt_file(r), 10), r)[1])(copy_run(w, c))), str(c / "out")]),
+        _truncated_ckpt(copy_run(w, c), 10)), str(c / "out")]),
     ("export-garbage-train-state", 2, lambda w, c: ["export-hf", str(_write(
-        checkpoint.latest(copy_run(w, c)) / "train_state.json", "{{{").parent), str(c / "out")]),
+        _latest(copy_run(w, c)) / "train_state.json", "{{{").parent), str(c / "out")]),
     ("export-garbage-metadata", 2, lambda w, c: ["export-hf", str(_same_size_garbage(
-        checkpoint.latest(copy_run(w, c)) / ".metadata").parent), str(c / "out")]),
-    ("export-output-exists", 2, lambda w, c: ["export-hf", str(w.ckpt), str((c / "out").mkdir() or c / "out")]),
+        _latest(copy_run(w, c)) / ".metadata").parent), str(c / "out")]),
+    ("export-output-exists", 2, lambda w, c: ["export-hf", str(w.ckpt), str(_mkdir(c / "out"))]),
     ("export-output-under-file", 2, lambda w, c: ["export-hf", str(w.ckpt), str(_write(c / "f", "x") / "out")]),
     ("export-bad-dtype", 2, lambda w, c: ["export-hf", str(w.ckpt), str(c / "out"), "--dtype", "int8"]),
     ("export-garbage-tokenizer", 2, lambda w, c: ["export-hf", str(w.ckpt), str(c / "out"), "--tokenizer",
                                                   str(_write(c / "tok.json", "nope"))]),
     # ------------------------------------------------------------------ import-hf
     ("import-missing-dir", 2, lambda w, c: ["import-hf", str(c / "nope"), str(c / "out")]),
-    ("import-no-config", 2, lambda w, c: ["import-hf", str((c / "hf").mkdir() or c / "hf"), str(c / "out")]),
+    ("import-no-config", 2, lambda w, c: ["import-hf", str(_mkdir(c / "hf")), str(c / "out")]),
     ("import-garbage-config", 2, lambda w, c: ["import-hf", str(_write(_hf_copy(w, c) / "config.json",
                                                                         "{oops").parent), str(c / "out")]),
     ("import-binary-config", 2, lambda w, c: ["import-hf", str(_write(_hf_copy(w, c) / "config.json",
@@ -318,13 +351,13 @@ CASES: list[tuple[str, int, Build]] = [
                                                                          b"\x08" + b"\x00" * 7 + b"{junk").parent),
                                                 str(c / "out")]),
     ("import-truncated-weights", 2, lambda w, c: ["import-hf", str(
-        (lambda d: (_truncate(d / "model.safetensors", 500), d)[1])(_hf_copy(w, c))), str(c / "out")]),
+        _truncate(_hf_copy(w, c) / "model.safetensors", 500).parent), str(c / "out")]),
     ("import-index-escapes", 2, lambda w, c: ["import-hf", str(_write(
         _hf_copy(w, c) / "model.safetensors.index.json", json.dumps({"weight_map": {"a": "../../x.safetensors"}})
     ).parent), str(c / "out")]),
     ("import-garbage-index", 2, lambda w, c: ["import-hf", str(_write(
         _hf_copy(w, c) / "model.safetensors.index.json", "[]").parent), str(c / "out")]),
-    ("import-output-exists", 2, lambda w, c: ["import-hf", str(w.hf), str((c / "out").mkdir() or c / "out")]),
+    ("import-output-exists", 2, lambda w, c: ["import-hf", str(w.hf), str(_mkdir(c / "out"))]),
     ("import-output-is-file", 2, lambda w, c: ["import-hf", str(w.hf), str(_write(c / "out", "x"))]),
     # ------------------------------------------------------------------ the command line itself
     ("cli-unknown-command", 2, lambda w, c: ["fly"]),
@@ -334,13 +367,14 @@ CASES: list[tuple[str, int, Build]] = [
 ]
 
 
-def _edit_state(run: Path, drop: str) -> None:
+def _edit_state(run: Path, drop: str) -> Path:
     ck = checkpoint.latest(run)
     assert ck is not None
     state = json.loads((ck / "train_state.json").read_text())
     state.pop(drop)
     # keep the recorded sizes true, so only the missing key is wrong
     (ck / "train_state.json").write_text(json.dumps(state))
+    return run
 
 
 def _same_size_garbage(path: Path) -> Path:
