@@ -365,8 +365,7 @@ def main() -> None:
 
     try:
         code = app(standalone_mode=False)  # click's own usage errors come here too, to be said in one line
-    except NoArgsIsHelpError as e:
-        print(e.format_message(), file=sys.stderr)
+    except NoArgsIsHelpError:  # `olmo` alone: typer has printed the help
         sys.exit(2)
     except ClickException as e:
         ctx = getattr(e, "ctx", None)
