@@ -9,7 +9,9 @@
     olmo import-hf path/to/OLMo-2-0425-1B ckpt/olmo2-1b && olmo train ckpt/olmo2-1b/recipe.yaml --set ...
 
 Exit codes: 0 all clear, 1 problems found (corrupt shards, doctor errors, a failed run), 2 bad input or usage
-(one line on stderr, `olmo: ...`, never a traceback).
+(one line on stderr, `olmo: ...`, never a traceback, nothing half-written). Expected failures raise
+olmo.errors.OlmoError and are caught once, in `main`; anything else is a bug in olmo and keeps its traceback,
+followed by a line asking for a report (exit 1).
 """
 
 from __future__ import annotations
