@@ -110,3 +110,23 @@ def check_output_dir(path: Path, what: str) -> None:
         raise ConfigError(f"{what} {p} cannot be created: {probe} is a file, not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ConfigError(f"{what} {p} cannot be written ({probe} is read-only or not yours); choose another {what}")
+
+
+def missing_dirs(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist yet, deepest first: what `mkdir(parents=True)` will create,
+    so that a run that fails can remove exactly those again (`remove_empty_dirs`)."""
+    out: list[Path] = []
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p != p.parent:
+        out.append(p)
+        p = p.parent
+    return out
+
+
+def remove_empty_dirs(dirs: list[Path]) -> None:
+    """rmdir each of `dirs` (deepest first) that is empty; a folder with anything in it stays."""
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            return

@@ -33,7 +33,15 @@ import numpy as np
 from olmo import prepare_pipeline as pipe
 from olmo.config import ConfigError
 from olmo.errors import OlmoError, is_disk_full
-from olmo.fsutil import atomic_write_json, check_output_dir, fsync_dir, gigabytes, mount_of
+from olmo.fsutil import (
+    atomic_write_json,
+    check_output_dir,
+    fsync_dir,
+    gigabytes,
+    missing_dirs,
+    mount_of,
+    remove_empty_dirs,
+)
 from olmo.lock import LOCK_NAME, DirLock
 from olmo.prepare_pipeline import Encoded, Encoder, WorkerSpec
 from olmo.shards import BLOCK_BYTES, FORMAT, MANIFEST, VERSION, ShardMeta, dtype_for_vocab, read_sidecars, shard_name
@@ -275,7 +283,7 @@ def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrit
     added is removed again (and `out` itself when this run made it); on a full disk the shard being written
     is removed and the finished ones are kept, so rerunning the same command resumes after them."""
     check_output_dir(out, "--output")
-    created = not out.exists()
+    created = missing_dirs(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -296,9 +304,7 @@ def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrit
             raise
     finally:
         lock.release()
-        if created:
-            with contextlib.suppress(OSError):
-                out.rmdir()  # only when empty: nothing of a failed first run is left
+        remove_empty_dirs(created)  # only when empty: nothing of a failed first run is left
 
 
 def _roll_back(out: Path, before: set[str]) -> None:

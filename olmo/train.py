@@ -36,7 +36,7 @@ from olmo.attention import get_backend
 from olmo.config import ConfigError, TrainConfig, check_vocab, validate
 from olmo.cuda_graph import CaptureFailed, GraphedStep
 from olmo.data import DataLoader, Source, TokenWindows, eval_batches, open_source, split_indices
-from olmo.fsutil import atomic_write_bytes, check_output_dir
+from olmo.fsutil import atomic_write_bytes, check_output_dir, missing_dirs, remove_empty_dirs
 from olmo.lock import DirLock
 from olmo.metrics import MetricsLog, mfu, peak_flops
 from olmo.mixed_precision import MasterAdamW
@@ -356,7 +356,7 @@ def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None
     console = console or Console(quiet=True)
     say = console.print
     run_dir = Path(cfg.run_dir)
-    created = not run_dir.exists()
+    created = missing_dirs(run_dir)
     lock = None
     if world_from_env().is_main:  # one lock per job: a multi-node run_dir is one shared folder (lock.py)
         check_output_dir(run_dir, "run_dir")
@@ -368,7 +368,7 @@ def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None
         try:
             lock.acquire()
         except BaseException:
-            _remove_if_empty(run_dir, created)
+            remove_empty_dirs(created)
             raise
     try:
         result = _train(cfg, resume, say)
@@ -380,14 +380,7 @@ def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None
         finally:
             if lock is not None:
                 lock.release()
-                _remove_if_empty(run_dir, created)
-
-
-def _remove_if_empty(run_dir: Path, created: bool) -> None:
-    """A run that failed before writing anything leaves no run_dir behind it."""
-    if created:
-        with contextlib.suppress(OSError):
-            run_dir.rmdir()
+                remove_empty_dirs(created)  # a run that failed before writing anything leaves no run_dir
 
 
 def _train(cfg: TrainConfig, resume: bool, say: Any) -> TrainResult:

@@ -231,6 +231,11 @@ CASES: list[tuple[str, int, Build]] = [
                                            "--workers", "0"]),
     ("prep-output-is-file", 2, lambda w, c: ["prepare-data", "-i", str(w.docs), "-o", str(_write(c / "o", "x")),
                                              "-t", "bundled"]),
+    ("prep-deep-new-output-bad-input", 2, lambda w, c: ["prepare-data", "-i", str(_write(
+        c / "x.jsonl.gz", gzip.compress(w.docs.read_bytes() * 40)[:300])), "-o", str(c / "a" / "b" / "o"), "-t",
+        "bundled"]),
+    ("train-deep-new-run-dir-bad-data", 2, lambda w, c: _train(recipe_in(w, c, data__paths=[str(
+        _truncated_shard(copy_data(w, c), 4000))]), "--set", f"run_dir={c / 'x' / 'y' / 'run'}")),
     ("prep-output-under-file", 2, lambda w, c: ["prepare-data", "-i", str(w.docs), "-o",
                                                 str(_write(c / "f", "x") / "o"), "-t", "bundled"]),
     ("prep-other-job-output", 2, lambda w, c: ["prepare-data", "-i", str(w.docs), "-o", str(copy_data(w, c)),

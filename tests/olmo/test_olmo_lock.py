@@ -106,3 +106,18 @@ def test_train_on_a_run_dir_in_use_is_refused_before_the_doctor(tmp_path: Path, 
         p.send_signal(signal.SIGKILL)
         p.wait()
     assert sorted(os.listdir(run)) == [LOCK_NAME]
+
+
+def test_a_run_that_fails_in_setup_leaves_no_run_dir(tmp_path: Path, tiny_data: Path, micro: Callable[..., object],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import olmo.train
+    from olmo.errors import ConfigError
+
+    def fail(*a: object) -> None:
+        assert (tmp_path / "a" / "b" / "run" / LOCK_NAME).is_file()  # held while setting up
+        raise ConfigError("no")
+
+    monkeypatch.setattr(olmo.train, "setup", fail)
+    with pytest.raises(ConfigError):
+        olmo.train.train(micro(tiny_data, tmp_path / "a" / "b" / "run"))  # type: ignore[arg-type]
+    assert sorted(os.listdir(tmp_path)) == []
