@@ -283,7 +283,7 @@ def train_cmd(
     if not dry_run:
         from olmo.train import preflight
 
-        preflight(cfg, resume)  # bad data or run_dir fails here, before the doctor's probes
+        preflight(cfg, resume, out.print)  # bad data or run_dir fails here, before the doctor's probes
     if dry_run:
         from olmo.train import describe
 

@@ -302,7 +302,7 @@ def validate(cfg: TrainConfig, world_size: int = 1) -> None:
         raise ConfigError(f"hard_stop ({cfg.hard_stop}) must be between 1 and steps ({cfg.steps})")
     if not 0.0 <= d.val_fraction < 1.0:
         raise ConfigError(f"data.val_fraction must be in [0, 1) (got {d.val_fraction})")
-    if d.dtype is not None and d.dtype not in ("uint8", "uint16", "uint32", "uint64"):
+    if d.dtype is not None and d.dtype not in ("uint16", "uint32"):
         raise ConfigError(f"data.dtype must be uint16 or uint32 (got '{d.dtype}')")
     if o.schedule not in SCHEDULES:
         raise ConfigError(f"optim.schedule '{o.schedule}' is not one of: {', '.join(SCHEDULES)}")

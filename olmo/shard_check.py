@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from olmo.errors import ConfigError
 
 SCAN_TOKENS = 1 << 24  # tokens per vectorised step: bounded memory for any shard size
 CACHE_ENTRIES = 20_000
+NOTE_BYTES = 2 * 10**9  # announce a first scan larger than this (a few seconds)
 _memo: dict[str, dict[str, Any]] = {}  # this process's scans: setup re-runs the preflight checks
 
 
@@ -102,9 +104,11 @@ def _valid(entry: Any) -> bool:
     return isinstance(entry, dict) and isinstance(entry.get("max_id"), int) and isinstance(entry.get("odd_zero"), bool)
 
 
-def check(shards: list[ShardToCheck], vocab_limit: int, where: str, scan_data: bool = True) -> None:
+def check(shards: list[ShardToCheck], vocab_limit: int, where: str, scan_data: bool = True,
+          say: Callable[[str], object] | None = None) -> None:
     """ConfigError (one line: file and problem) for the first shard that is missing, has the wrong size,
-    holds a token id >= `vocab_limit`, or whose bytes differ from the checksum its metadata records."""
+    holds a token id >= `vocab_limit`, or whose bytes differ from the checksum its metadata records.
+    `say` hears one line before a scan long enough to look like a hang."""
     stats: list[os.stat_result] = []
     for s in shards:
         try:
@@ -130,6 +134,10 @@ def check(shards: list[ShardToCheck], vocab_limit: int, where: str, scan_data: b
     keys = [_key(s, st) for s, st in zip(shards, stats, strict=True)]
     todo = [i for i, k in enumerate(keys) if not _valid(_memo.get(k) or cache.get(k))]
     if todo:
+        size = sum(stats[i].st_size for i in todo)
+        if say and size > NOTE_BYTES:
+            say(f"checking {size / 1e9:,.1f} GB of token shards (sizes, checksums, largest id); the result is "
+                "cached, so this happens once")
         workers = min(len(todo), 4, os.cpu_count() or 1)  # hashing and numpy release the GIL
         with ThreadPoolExecutor(workers) as pool:
             found = list(pool.map(lambda i: scan(shards[i].path, shards[i].dtype, shards[i].sha256 is not None),

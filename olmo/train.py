@@ -85,13 +85,13 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
 
 
-def build_data(cfg: TrainConfig, world: World) -> tuple[DataLoader, list[torch.Tensor]]:
+def build_data(cfg: TrainConfig, world: World, say: Any = None) -> tuple[DataLoader, list[torch.Tensor]]:
     """The training loader and the eval micro-batches; raises ConfigError for data the model cannot use (a
     different tokenizer's vocab, too few sequences for one batch, missing shards)."""
     source = open_source(cfg.data.paths, cfg.data)
     if source.vocab_size:
         check_vocab(cfg.model.vocab_size, source.vocab_size, source.where)
-    check_source(source, cfg.model.vocab_size, world)
+    check_source(source, cfg.model.vocab_size, world, say)
     windows = TokenWindows(source, cfg.data.seq_len)
     train_idx, val_idx = split_indices(len(windows), 0.0 if cfg.data.val_paths else cfg.data.val_fraction)
     loader = DataLoader(windows, train_idx, cfg.global_batch_size, cfg.micro_batch_size, cfg.data.seed,
@@ -100,7 +100,7 @@ def build_data(cfg: TrainConfig, world: World) -> tuple[DataLoader, list[torch.T
         vsrc = open_source(cfg.data.val_paths, cfg.data)
         if vsrc.vocab_size:
             check_vocab(cfg.model.vocab_size, vsrc.vocab_size, vsrc.where)
-        check_source(vsrc, cfg.model.vocab_size, world)
+        check_source(vsrc, cfg.model.vocab_size, world, say)
         vwin = TokenWindows(vsrc, cfg.data.seq_len)
         val = eval_batches(vwin, np.arange(len(vwin)), cfg.micro_batch_size, cfg.eval_batches, world.rank,
                            world.world_size)
@@ -109,7 +109,7 @@ def build_data(cfg: TrainConfig, world: World) -> tuple[DataLoader, list[torch.T
     return loader, val
 
 
-def check_source(source: Source, model_vocab: int, world: World) -> None:
+def check_source(source: Source, model_vocab: int, world: World, say: Any = None) -> None:
     """Sizes, checksums and the largest token id of every shard, before the first step (olmo/shard_check.py).
     Ids must be below the tokenizer's vocab when the shards say which, else below the model's embedding rows."""
     from olmo import shard_check
@@ -119,10 +119,10 @@ def check_source(source: Source, model_vocab: int, world: World) -> None:
     else:
         limit, hint = model_vocab, ("the shards were made with a larger tokenizer: raise model.vocab_size or "
                                     "tokenize with the model's tokenizer")
-    shard_check.check(source.checks, limit, hint, scan_data=world.is_main)
+    shard_check.check(source.checks, limit, hint, scan_data=world.is_main, say=say)
 
 
-def preflight(cfg: TrainConfig, resume: bool) -> tuple[World, torch.device, Path | None]:
+def preflight(cfg: TrainConfig, resume: bool, say: Any = None) -> tuple[World, torch.device, Path | None]:
     """Every check that needs no model: config, device, attention backend, run_dir, data. Cheap, so the CLI
     runs it before the (slower) doctor check and a bad recipe fails in a second."""
     world = world_from_env()
@@ -142,7 +142,7 @@ def preflight(cfg: TrainConfig, resume: bool) -> tuple[World, torch.device, Path
         _resume_state(ckpt)
     if cfg.init_from and not (ckpt and resume):
         init_checkpoint(cfg)
-    build_data(cfg, world)
+    build_data(cfg, world, say)
     return world, device, ckpt
 
 

@@ -299,6 +299,7 @@ CASES: list[tuple[str, int, Build]] = [
     ("train-bare-out-of-vocab", 2, lambda w, c: _train(recipe_in(w, c, data__dtype="uint16", data__vocab_size=766,
                                                                  data__paths=[str(_bare(c, np.arange(
                                                                      5000, dtype=np.uint16) % 800))]))),
+    ("train-dtype-uint8", 2, lambda w, c: _train(recipe_in(w, c, data__dtype="uint8"))),
     ("train-dtype-mismatch", 2, lambda w, c: _train(recipe_in(w, c, data__dtype="uint32"))),
     ("train-run-dir-is-file", 2, lambda w, c: _train(recipe_in(w, c), "--set", f"run_dir={_write(c / 'f', 'x')}")),
     ("train-run-dir-under-file", 2, lambda w, c: _train(recipe_in(w, c), "--set",
