@@ -338,10 +338,14 @@ def restore_rng(state: dict[str, Any], rank: int, world_size: int) -> bool:
     """Put this rank's RNG states back when the checkpoint was saved at the same world size (as OLMo-core does;
     at another size there is no rank to take them from). Training draws no random numbers after the model is
     initialised (no dropout; the data order is seeded separately), so this only matters for exact replay."""
-    ranks = state.get("rng_ranks") or [state["rng"]]
-    if len(ranks) != world_size:
+    ranks = state.get("rng_ranks") or [state.get("rng")]
+    if not isinstance(ranks, list) or len(ranks) != world_size or not isinstance(ranks[rank], dict):
         return False
-    set_rng_state(ranks[rank])
+    try:
+        set_rng_state(ranks[rank])
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError, OverflowError):
+        raise OlmoError("the checkpoint's RNG states in train_state.json are damaged; use another "
+                        "checkpoint") from None
     return True
 
 

@@ -151,12 +151,15 @@ def _resume_state(ckpt: Path) -> dict[str, Any]:
     state = checkpoint.read_state(ckpt)
     checkpoint.saved_config(ckpt, state)
     loader = state.get("data_loader")
-    fields = ("seed", "epoch", "batch_in_epoch", "global_batch_size", "seq_len", "fingerprint")
+    counts = ("seed", "epoch", "batch_in_epoch", "global_batch_size", "seq_len")
+    rngs = state.get("rng_ranks") or [state.get("rng")]
     ok = (isinstance(state.get("step"), int) and isinstance(state.get("tokens_seen"), int)
-          and isinstance(loader, dict) and all(k in loader for k in fields))
+          and isinstance(loader, dict) and all(isinstance(loader.get(k), int) for k in counts)
+          and loader["global_batch_size"] > 0 and isinstance(loader.get("fingerprint"), str)
+          and isinstance(rngs, list) and all(isinstance(r, dict) for r in rngs))
     if not ok:
-        raise ConfigError(f"checkpoint {ckpt} is damaged: {checkpoint.TRAIN_STATE} lacks the step, tokens or data "
-                          "position a resume needs; use another checkpoint")
+        raise ConfigError(f"checkpoint {ckpt} is damaged: {checkpoint.TRAIN_STATE} lacks the step, tokens, data "
+                          "position or RNG states a resume needs; use another checkpoint")
     return state
 
 

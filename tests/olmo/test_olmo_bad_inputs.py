@@ -322,6 +322,10 @@ CASES: list[tuple[str, int, Build]] = [
                                                         "[1, 2, 3]"), _train(recipe_in(w, c), "--resume"))[1]),
     ("resume-train-state-no-position", 2, lambda w, c: (_edit_state(copy_run(w, c), "data_loader"),
                                                         _train(recipe_in(w, c), "--resume"))[1]),
+    ("resume-garbage-rng", 2, lambda w, c: (_edit_state(copy_run(w, c), "rng_ranks", [{"torch": "x"}]),
+                                            _train(recipe_in(w, c), "--resume"))[1]),
+    ("resume-bad-loader-position", 2, lambda w, c: (_edit_state(copy_run(w, c), "data_loader", {"seed": "x"}),
+                                                    _train(recipe_in(w, c), "--resume"))[1]),
     ("resume-garbage-metadata", 2, lambda w, c: (_same_size_garbage(_latest(copy_run(w, c)) / ".metadata"),
                                                  _train(recipe_in(w, c), "--resume"))[1]),
     ("resume-run-dir-in-use", 2, lambda w, c: (_held(copy_run(w, c)), _train(recipe_in(w, c), "--resume"))[1]),
@@ -373,11 +377,15 @@ CASES: list[tuple[str, int, Build]] = [
 ]
 
 
-def _edit_state(run: Path, drop: str) -> Path:
+def _edit_state(run: Path, key: str, value: object = None) -> Path:
+    """Drop `key` from the latest checkpoint's train_state.json, or set it to `value`."""
     ck = checkpoint.latest(run)
     assert ck is not None
     state = json.loads((ck / "train_state.json").read_text())
-    state.pop(drop)
+    if value is None:
+        state.pop(key)
+    else:
+        state[key] = value
     # keep the recorded sizes true, so only the missing key is wrong
     (ck / "train_state.json").write_text(json.dumps(state))
     return run
