@@ -37,6 +37,11 @@ class ConfigError(OlmoError):
     """A config value the run cannot use (exit code 2)."""
 
 
+class Resumable(OlmoError):
+    """A failure of the machine (a full disk, a worker killed for memory) after which finished work is kept,
+    so rerunning the same command continues from it (exit code 2)."""
+
+
 class DamageFound(OlmoError):
     """A command whose job is to look for damage found some (exit code 1)."""
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from olmo import prepare_pipeline as pipe
 from olmo.config import ConfigError
-from olmo.errors import OlmoError, is_disk_full
+from olmo.errors import OlmoError, Resumable, is_disk_full
 from olmo.fsutil import (
     atomic_write_json,
     check_output_dir,
@@ -295,7 +295,7 @@ def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrit
         try:
             return _prepare(inputs, out, tok, shard_tokens, overwrite, progress, workers)
         except OlmoError as e:
-            if not isinstance(e, NoSpace):
+            if not isinstance(e, Resumable):  # bad input: this run's files go; a machine failure keeps them
                 _roll_back(out, before)
             raise
         except OSError as e:  # prepare.json or a temp file: nothing half-written stays (atomic writes)
@@ -314,7 +314,7 @@ def _roll_back(out: Path, before: set[str]) -> None:
             p.unlink(missing_ok=True)
 
 
-class NoSpace(OlmoError):
+class NoSpace(Resumable):
     """The disk filled up; the message names the device and the space still needed."""
 
 
@@ -426,9 +426,11 @@ def _stream(results: Generator[Encoded, None, None], inputs: list[Path], out: Pa
                         shards.append(writer.finish(tok, {"input": last_pos[0], "records": last_pos[1]}))
                         writer = None
                     first = last + 1
-        except OSError as e:
-            if is_disk_full(e):
+        except BaseException as e:
+            if isinstance(e, OSError) and is_disk_full(e):
                 raise _Full(writer, shards, new_tokens) from None
+            if writer is not None:  # no half shard stays, whatever stopped the run
+                writer.abort()
             raise
     return shards, writer, last_pos, new_tokens, cpu_s
 

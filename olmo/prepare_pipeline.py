@@ -29,7 +29,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from olmo.errors import OlmoError
+from olmo.errors import OlmoError, Resumable
 
 MIN_POOL_BYTES = 1 << 20  # smaller inputs are encoded in-process: worker start-up would cost more than it saves
 CHUNK_MIN, CHUNK_MAX = 64 << 10, 1 << 20  # bytes of input per task: enough tasks to feed every worker
@@ -230,9 +230,9 @@ def encode_all(tasks: Iterator[Task], spec: WorkerSpec, workers: int) -> Generat
         while window:
             yield window.popleft().result()
         finished = True
-    except BrokenProcessPool as e:
-        raise RuntimeError("a prepare-data worker process died (out of memory?); rerun the same command to resume "
-                           "after the last complete shard, with fewer --workers if memory is short") from e
+    except BrokenProcessPool:
+        raise Resumable("a prepare-data worker process died (out of memory?); rerun the same command to resume "
+                        "after the last complete shard, with fewer --workers if memory is short") from None
     finally:
         # Every task done: the workers exit in the background (tens of ms for many) while the caller finishes
         # the last shard. Stopped early (an error, Ctrl-C): cancel what is queued and wait until they are gone.

@@ -118,3 +118,27 @@ def test_full_disk_is_recognised_through_wrappers() -> None:
     except ValueError as outer:
         assert is_disk_full(outer)
     assert not is_disk_full(OSError(errno.EACCES, "denied")) and not is_disk_full(RuntimeError("other"))
+
+
+@pytest.mark.parametrize("resumable", [True, False], ids=["worker-died", "bad-input-mid-run"])
+def test_machine_failures_keep_finished_shards_bad_input_removes_them(resumable: bool, tmp_path: Path, cli: CLI,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from olmo.errors import OlmoError, Resumable
+
+    real = prepare.ShardWriter.write
+
+    def write(self: prepare.ShardWriter, ids: object, docs: int) -> None:
+        if self.name == "part-00002.npy":
+            raise (Resumable if resumable else OlmoError)("stop here")
+        real(self, ids, docs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(prepare.ShardWriter, "write", write)
+    out = tmp_path / "new" / "out"
+    code, _, err = cli("prepare-data", "-i", str(CORPUS_PATH), "-o", str(out), "-t", "bundled", "--shard-size",
+                       "30K", "--workers", "1", "-q")
+    assert code == 2 and err.strip() == "olmo: stop here"
+    if resumable:
+        assert sorted(p.name for p in out.iterdir()) == ["part-00000.json", "part-00000.npy", "part-00001.json",
+                                                         "part-00001.npy", "prepare.json"]
+    else:
+        assert not (tmp_path / "new").exists()
