@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 CPU_FLOPS_PER_CORE = 2e11
 GPU_FLOPS = 2e15
 WARN_SECONDS = 60.0
+MAX_LAYERS = 4096
 
 
 def _floats(obj: Any, prefix: str = "") -> list[tuple[str, float]]:
@@ -60,6 +61,9 @@ def check_numbers(cfg: TrainConfig) -> None:
     for name, value in not_negative:
         if value < 0:
             raise ConfigError(f"{name} must not be negative (got {value})")
+    if m.n_layers > MAX_LAYERS:  # checks and FLOP counts walk the layers: a typo must not hang them
+        raise ConfigError(f"model.n_layers ({m.n_layers:,}) is more than olmo builds (at most {MAX_LAYERS:,}; "
+                          "OLMo's largest models have 64)")
     if o.final_lr_ratio > 1:
         raise ConfigError(f"optim.final_lr_ratio must be between 0 and 1 (got {o.final_lr_ratio})")
     for name, count in (("n_kv_heads", m.n_kv_heads), ("head_dim", m.head_dim)):

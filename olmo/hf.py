@@ -311,13 +311,24 @@ def _read_hf_config(conf: Path) -> ModelConfig:
         raise ConfigError(f"{conf} is not valid JSON; download it again") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{conf} is not a JSON object; give a Hugging Face model folder")
+    from olmo.config_numbers import MAX_LAYERS
+
+    layers = raw.get("num_hidden_layers")
+    if isinstance(layers, int) and layers > MAX_LAYERS:  # the per-layer lists below would not fit in memory
+        raise ConfigError(f"{conf}: num_hidden_layers ({layers:,}) is more than olmo builds (at most {MAX_LAYERS:,})")
     try:
         model_cfg = model_config_from_hf(raw)
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as e:
         what = f"has no '{e.args[0]}'" if isinstance(e, KeyError) else "has a field of the wrong type"
         raise ConfigError(f"{conf} {what}; it is not a complete OLMo 2/3 config") from None
-    from olmo.config import validate
+    import dataclasses
 
+    from olmo.config import validate
+    from olmo.recipe import from_dict
+
+    # through the recipe loader, so every field gets its declared type (or a message naming it), then the
+    # checks any recipe gets
+    model_cfg = from_dict({"model": dataclasses.asdict(model_cfg)}, str(conf)).model
     try:
         validate(TrainConfig(model=model_cfg, data=DataConfig(seq_len=min(64, model_cfg.max_seq_len)),
                              global_batch_size=1, micro_batch_size=1))

@@ -98,6 +98,8 @@ def _shard_problem(s: Any) -> str | None:
         return f"({name}) has dtype {s.get('dtype')!r}, not one of {', '.join(DTYPES)}"
     if s["vocab_size"] - 1 > (0xFFFF if s["dtype"] == "uint16" else 0xFFFFFFFF):
         return f"({name}) has a vocab of {s['vocab_size']:,}, too large for {s['dtype']}"
+    if not isinstance(s.get("tokenizer_sha256"), str):
+        return f"({name}) has no tokenizer_sha256"
     sha = s.get("sha256")
     if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
         return f"({name}) has no sha256 checksum"
@@ -159,7 +161,9 @@ def read_sidecars(directory: Path) -> list[ShardMeta]:
             raw = json.loads(side.read_bytes())
         except (OSError, ValueError):
             continue
-        if _shard_problem(raw) is None:  # a sidecar that is not one marks no finished shard
+        resume = raw.get("resume_after") if isinstance(raw, dict) else None
+        whole = isinstance(resume, dict) and all(_int(resume.get(k)) for k in ("input", "records"))
+        if whole and _shard_problem(raw) is None:  # a sidecar that is not one marks no finished shard
             metas.append(ShardMeta.from_json(raw))
     return metas
 

@@ -261,6 +261,8 @@ CASES: list[tuple[str, int, Build]] = [
         w, c, lambda m: m["shards"][0].update(file="../../etc/passwd.npy")))]),
     ("val-manifest-bad-count", 1, lambda w, c: ["validate-shards", str(_manifest_edit(
         w, c, lambda m: m["shards"][0].update(num_tokens="many")))]),
+    ("val-manifest-entry-missing-key", 1, lambda w, c: ["validate-shards", str(_manifest_edit(
+        w, c, lambda m: m["shards"][0].pop("tokenizer_sha256")))]),
     ("val-manifest-missing-shard", 1, lambda w, c: ["validate-shards", str(
         _unlinked_shard(copy_data(w, c)))]),
     ("val-bad-dtype", 2, lambda w, c: ["validate-shards", str(w.data), "--dtype", "uint8"]),
@@ -355,6 +357,13 @@ CASES: list[tuple[str, int, Build]] = [
         w, c, lambda d: d.update(num_attention_heads="four"))), str(c / "out")]),
     ("import-config-negative", 2, lambda w, c: ["import-hf", str(_hf_config(
         w, c, lambda d: d.update(num_hidden_layers=-2))), str(c / "out")]),
+    ("import-config-a-billion-layers", 2, lambda w, c: ["import-hf", str(_hf_config(
+        w, c, lambda d: d.update(num_hidden_layers=10**9, model_type="olmo3"))), str(c / "out")]),
+    ("import-config-layers-as-text", 2, lambda w, c: ["import-hf", str(_hf_config(
+        w, c, lambda d: d.update(num_hidden_layers="../x"))), str(c / "out")]),
+    ("import-config-rope-scaling-number", 2, lambda w, c: ["import-hf", str(_hf_config(
+        w, c, lambda d: d.update(rope_scaling=1.5))), str(c / "out")]),
+    ("train-a-billion-layers", 2, lambda w, c: _train(recipe_in(w, c), "--set", "model.n_layers=1000000000")),
     ("import-config-llama", 2, lambda w, c: ["import-hf", str(_hf_config(
         w, c, lambda d: d.update(model_type="llama"))), str(c / "out")]),
     ("import-garbage-weights", 2, lambda w, c: ["import-hf", str(_write(_hf_copy(w, c) / "model.safetensors",
