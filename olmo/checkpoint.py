@@ -43,7 +43,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from olmo.fsutil import atomic_write_bytes, fsync_dir, remove_tree
+from olmo.errors import OlmoError, is_disk_full
+from olmo.fsutil import atomic_write_bytes, fsync_dir, gigabytes, mount_of, remove_tree
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
@@ -119,9 +120,8 @@ def _gather_rng() -> list[dict[str, Any]]:
 def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
          train_state: dict[str, Any], keep_last_n: int = 0) -> Path:
     """Write checkpoint `step` atomically, point `latest` at it, then drop the oldest beyond `keep_last_n`.
-    Collective under torchrun: every rank calls it; rank 0 does the directory work."""
-    import torch.distributed.checkpoint as dcp
-
+    Collective under torchrun: every rank calls it; rank 0 does the directory work. On any failure the
+    partial checkpoint is removed; a full disk is an OlmoError naming the device and the space needed."""
     root = run_dir / CHECKPOINTS
     final = root / step_dir_name(step)
     tmp = root / f"{final.name}-tmp"
@@ -131,9 +131,52 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
         _remove_leftovers(root)
         tmp.mkdir()
     _barrier()  # OLMo-core: after clearing a directory, a barrier, so no rank writes into it before it is fresh
+    sd = _state_dicts(model, optimizer)
+    try:
+        _write(root, tmp, final, step, sd, train_state, keep_last_n, run_dir, main)
+    except BaseException as e:
+        if main and tmp.exists():  # no half checkpoint stays; `latest` still names the previous one
+            shutil.rmtree(tmp, ignore_errors=True)
+        if is_disk_full(e):
+            raise _no_space(root, run_dir, sd) from None
+        raise
+    _barrier()
+    return final
+
+
+def _no_space(root: Path, run_dir: Path, sd: dict[str, Any]) -> OlmoError:
+    """The one-line "disk full" error: the space one checkpoint takes (the last one's files, else the tensors
+    about to be written) and the checkpoint a resume would use."""
+    prev = latest(run_dir)
+    needed = 0
+    if prev is not None:
+        needed = sum(p.stat().st_size for p in prev.iterdir() if p.is_file())
+    if not needed:
+        needed = sum(t.numel() * t.element_size() for t in _tensors(sd))
+    resume = f"--resume continues from {prev.name}" if prev else "no earlier checkpoint exists"
+    return OlmoError(f"no space left on {mount_of(root)} (needs about {gigabytes(needed)}) while saving a "
+                     f"checkpoint to {root}; the partial checkpoint was removed and earlier ones are kept; free "
+                     f"space and {resume}")
+
+
+def _tensors(obj: Any) -> Iterator[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _tensors(v)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            yield from _tensors(v)
+
+
+def _write(root: Path, tmp: Path, final: Path, step: int, sd: dict[str, Any], train_state: dict[str, Any],
+           keep_last_n: int, run_dir: Path, main: bool) -> None:
+    import torch.distributed.checkpoint as dcp
+
     writer = dcp.FileSystemWriter(tmp, sync_files=True)
     with _single_process_ok():
-        dcp.save(_state_dicts(model, optimizer), storage_writer=writer, no_dist=not dist.is_initialized())
+        dcp.save(sd, storage_writer=writer, no_dist=not dist.is_initialized())
     rngs = _gather_rng()
     if main:
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
@@ -150,8 +193,6 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
             for old in complete_checkpoints(run_dir)[:-keep_last_n]:
                 if old != final:
                     remove_tree(old)
-    _barrier()
-    return final
 
 
 def _remove_leftovers(root: Path) -> None:
@@ -177,40 +218,94 @@ def latest(run_dir: Path) -> Path | None:
     """The checkpoint `latest` names; if that file is missing or stale, the newest complete checkpoint."""
     pointer = run_dir / CHECKPOINTS / LATEST
     if pointer.is_file():
-        target = run_dir / CHECKPOINTS / pointer.read_text().strip()
-        if STEP_RE.match(target.name) and (target / TRAIN_STATE).is_file():
-            return target
+        name = pointer.read_bytes()[:64].decode("utf-8", "replace").strip()
+        if STEP_RE.match(name) and (run_dir / CHECKPOINTS / name / TRAIN_STATE).is_file():
+            return run_dir / CHECKPOINTS / name
     found = complete_checkpoints(run_dir)
     return found[-1] if found else None
 
 
-def read_state(path: Path) -> dict[str, Any]:
-    """The checkpoint's train_state.json (no tensors loaded)."""
-    state: dict[str, Any] = json.loads((path / TRAIN_STATE).read_text())
+def _parse_state(path: Path) -> dict[str, Any] | str:
+    """train_state.json as a dict, or why it cannot be one (the file is data: anything may be in it)."""
+    try:
+        state = json.loads((path / TRAIN_STATE).read_bytes())
+    except OSError as e:
+        return f"{TRAIN_STATE} cannot be read ({e.strerror})"
+    except ValueError:
+        return f"{TRAIN_STATE} is not valid JSON"
+    if not isinstance(state, dict):
+        return f"{TRAIN_STATE} is not a JSON object"
+    files = state.get("files", {})
+    if not isinstance(files, dict) or not all(isinstance(n, str) and isinstance(v, int) for n, v in files.items()):
+        return f"{TRAIN_STATE} has a malformed 'files' list"
     return state
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """The checkpoint's train_state.json (no tensors loaded); OlmoError when it is damaged."""
+    state = _parse_state(path)
+    if isinstance(state, str):
+        raise OlmoError(f"checkpoint {path} is damaged: {state}; use another checkpoint")
+    return state
+
+
+def saved_config(path: Path, state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run config a checkpoint was saved with (config.model at least); OlmoError when it is not there."""
+    state = read_state(path) if state is None else state
+    config = state.get("config")
+    if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
+        raise OlmoError(f"checkpoint {path} is damaged: {TRAIN_STATE} has no config.model section; use another "
+                        "checkpoint")
+    return config
 
 
 def verify(path: Path) -> str | None:
     """None if the checkpoint at `path` is whole (state parses, DCP metadata is there, files have their recorded
     sizes), else why not."""
-    try:
-        state = json.loads((path / TRAIN_STATE).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        return f"{TRAIN_STATE}: {e}"
+    state = _parse_state(path)
+    if isinstance(state, str):
+        return state
     if not (path / METADATA).is_file():
         return f"{METADATA} is missing (not a torch.distributed.checkpoint directory)"
     for name, size in state.get("files", {}).items():
+        if "/" in name or name in ("", ".", ".."):
+            return f"{TRAIN_STATE} lists a file outside the checkpoint ({name!r})"
         actual = (path / name).stat().st_size if (path / name).is_file() else -1
         if actual != size:
-            return f"{name} has {actual} bytes, expected {size}"
+            return f"{name} has {actual} bytes, expected {size} (truncated or replaced)"
     return None
+
+
+def require_whole(path: Path) -> None:
+    """OlmoError naming what is wrong when the checkpoint at `path` is damaged."""
+    problem = verify(path)
+    if problem:
+        raise OlmoError(f"checkpoint {path} is damaged: {problem}; use another checkpoint")
+    _read_metadata(path)
 
 
 def _dcp_load(state_dict: dict[str, Any], path: Path) -> None:
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
 
-    with _single_process_ok():
-        dcp.load(state_dict, storage_reader=dcp.FileSystemReader(path), no_dist=not dist.is_initialized())
+    try:
+        with _single_process_ok():
+            dcp.load(state_dict, storage_reader=dcp.FileSystemReader(path), no_dist=not dist.is_initialized())
+    except (Exception, CheckpointException) as e:  # sizes matched (verify): the bytes are bad or another model's
+        first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)[:300]
+        raise OlmoError(f"checkpoint {path} cannot be loaded ({first}); it is damaged or of another model: use "
+                        "another checkpoint") from None
+
+
+def _read_metadata(path: Path) -> Any:
+    import torch.distributed.checkpoint as dcp
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return dcp.FileSystemReader(path).read_metadata()
+    except Exception:  # DCP's .metadata is a pickle: garbage raises anything from UnpicklingError to EOFError
+        raise OlmoError(f"checkpoint {path} is damaged: {METADATA} cannot be read; use another checkpoint") from None
 
 
 IMPLEMENTATION_FLAGS = ("fused", "foreach", "capturable", "differentiable")
@@ -222,9 +317,7 @@ def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | 
     else that draws random numbers is built."""
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
 
-    problem = verify(path)
-    if problem:
-        raise RuntimeError(f"checkpoint {path} is damaged: {problem}")
+    require_whole(path)
     t0 = time.perf_counter()
     sd = _state_dicts(model, optimizer)
     _dcp_load(sd, path)
@@ -236,7 +329,7 @@ def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | 
         set_optimizer_state_dict(model, optimizer, sd[OPTIM])
         for group, own in zip(optimizer.param_groups, flags, strict=True):
             group.update(own)
-    state: dict[str, Any] = json.loads((path / TRAIN_STATE).read_text())
+    state = read_state(path)
     state["load_seconds"] = time.perf_counter() - t0
     return state
 
@@ -245,23 +338,24 @@ def restore_rng(state: dict[str, Any], rank: int, world_size: int) -> bool:
     """Put this rank's RNG states back when the checkpoint was saved at the same world size (as OLMo-core does;
     at another size there is no rank to take them from). Training draws no random numbers after the model is
     initialised (no dropout; the data order is seeded separately), so this only matters for exact replay."""
-    ranks = state.get("rng_ranks") or [state["rng"]]
-    if len(ranks) != world_size:
+    ranks = state.get("rng_ranks") or [state.get("rng")]
+    if not isinstance(ranks, list) or len(ranks) != world_size or not isinstance(ranks[rank], dict):
         return False
-    set_rng_state(ranks[rank])
+    try:
+        set_rng_state(ranks[rank])
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError, OverflowError):
+        raise OlmoError("the checkpoint's RNG states in train_state.json are damaged; use another "
+                        "checkpoint") from None
     return True
 
 
 def load_model_state(path: Path, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
     """The whole model's weights from a checkpoint, in one process with no process group (export, tests):
     tensors are allocated from the checkpoint's own metadata, so no model needs to be built first."""
-    import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    problem = verify(path)
-    if problem:
-        raise RuntimeError(f"checkpoint {path} is damaged: {problem}")
-    meta = dcp.FileSystemReader(path).read_metadata()
+    require_whole(path)
+    meta = _read_metadata(path)
     prefix = MODEL + "."
     sd = {k[len(prefix):]: torch.empty(tuple(m.size), dtype=m.properties.dtype)
           for k, m in meta.state_dict_metadata.items()

@@ -9,7 +9,9 @@
     olmo import-hf path/to/OLMo-2-0425-1B ckpt/olmo2-1b && olmo train ckpt/olmo2-1b/recipe.yaml --set ...
 
 Exit codes: 0 all clear, 1 problems found (corrupt shards, doctor errors, a failed run), 2 bad input or usage
-(one line on stderr, `olmo: ...`, never a traceback).
+(one line on stderr, `olmo: ...`, never a traceback, nothing half-written). Expected failures raise
+olmo.errors.OlmoError and are caught once, in `main`; anything else is a bug in olmo and keeps its traceback,
+followed by a line asking for a report (exit 1).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from olmo_doctor.errors import UsageError
+from olmo.errors import ENVIRONMENT_ERRNOS, DamageFound, OlmoError, describe_os_error, one_line
 
 if TYPE_CHECKING:
     from olmo.prepare import FileStats
@@ -50,9 +52,9 @@ def parse_count(text: str) -> int:
     try:
         n = int(float(t[:-1] if mult > 1 else t) * mult)
     except ValueError:
-        raise UsageError(f"'{text}' is not a count; use e.g. 256M or 1000000") from None
+        raise OlmoError(f"'{text}' is not a count; use e.g. 256M or 1000000") from None
     if n <= 0:
-        raise UsageError(f"the count must be positive (got {text})")
+        raise OlmoError(f"the count must be positive (got {text})")
     return n
 
 
@@ -151,19 +153,26 @@ def validate_shards(
     directory: Annotated[Path, typer.Argument(help="A directory written by `olmo prepare-data` (or dolma).")],
     vocab_size: Annotated[int | None, typer.Option(help="Check ids against this vocab instead of the metadata's "
                                                    "(needed for shards without metadata).", min=1)] = None,
+    dtype: Annotated[str | None, typer.Option(help="uint16 or uint32: how wide a token is in shards without "
+                                              "metadata (default: the narrowest that holds --vocab-size); with "
+                                              "metadata, it must match.")] = None,
 ) -> None:
     """Recount tokens and documents, check ids against the vocabulary, verify checksums; exit 1 on corruption."""
     from rich.table import Table
 
-    from olmo.shards import validate_dir
+    from olmo.shards import DTYPES, ManifestError, validate_dir
 
+    if dtype is not None and dtype not in DTYPES:
+        raise OlmoError(f"--dtype {dtype} is not one of: {', '.join(DTYPES)}")
     if not directory.is_dir():
-        raise UsageError(f"{directory} is not a directory")
+        raise OlmoError(f"{directory} is not a directory")
     try:
-        reports = validate_dir(directory, vocab_size)
+        reports = validate_dir(directory, vocab_size, dtype)
     except FileNotFoundError:
-        raise UsageError(f"{directory} has no manifest.json or part-*.json metadata; pass --vocab-size N to check "
-                         "bare .npy shards") from None
+        raise OlmoError(f"{directory} has no manifest.json or part-*.json metadata; pass --vocab-size N (and "
+                        "--dtype) to check bare .npy shards") from None
+    except ManifestError as e:
+        raise DamageFound(f"corrupt: {e}") from None
     table = Table("shard", "tokens", "documents", "max id", "status", box=None)
     for r in reports:
         status = "[green]ok[/]" if not r.problems else f"[red]{r.problems[0].message}[/]"
@@ -171,8 +180,8 @@ def validate_shards(
     out.print(table)
     problems = [p for r in reports for p in r.problems]
     if problems:
-        err.print(f"olmo: corrupt: {problems[0]}" + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
-        raise typer.Exit(1)
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise DamageFound(f"corrupt: {problems[0]}{more}")
     out.print(f"ok: {len(reports)} shard(s), {sum(r.num_tokens for r in reports):,} tokens")
 
 
@@ -187,11 +196,12 @@ def doctor_gate(plan_device: str, skip: bool) -> None:
                   "CUDA/driver/kernel stack will show up mid-run instead of here.[/]")
         return
     from olmo_doctor.api import run_check  # imported here: the doctor's probes are only needed for training
+    from olmo_doctor.errors import UsageError
 
     try:
         result = run_check(scope="train", plan_device=plan_device)
-    except UsageError:
-        raise
+    except UsageError as e:
+        raise OlmoError(str(e)) from None
     except Exception as e:  # a bug in a probe is not evidence of a broken machine: say so and train
         err.print(f"[yellow]warning: olmo-doctor check could not run ({type(e).__name__}: {escape(str(e))}); "
                   "training without it[/]")
@@ -246,7 +256,7 @@ def train_cmd(
     """Train a model from a recipe (checks the machine with olmo-doctor first), or run the smoke test."""
     if smoke:
         if recipe or set_ or resume:
-            raise UsageError("--smoke trains the bundled tiny model; it takes no recipe, --set or --resume")
+            raise OlmoError("--smoke trains the bundled tiny model; it takes no recipe, --set or --resume")
         doctor_gate(_plan_device(device or "auto"), skip_doctor)
         from olmo.smoke import run_smoke
 
@@ -254,7 +264,7 @@ def train_cmd(
         out.print(("[green]✓[/] " if result.loss_fell else "[red]✗[/] ") + result.verdict())
         raise typer.Exit(0 if result.loss_fell else 1)
     if not recipe:
-        raise UsageError("give a recipe (e.g. `olmo train recipes/olmo2_60m.yaml`) or --smoke")
+        raise OlmoError("give a recipe (e.g. `olmo train recipes/olmo2_60m.yaml`) or --smoke")
     from olmo.config import validate
     from olmo.parallel import world_from_env
     from olmo.recipe import load_recipe, to_yaml
@@ -262,11 +272,18 @@ def train_cmd(
     cfg = load_recipe(recipe, (set_ or []) + ([f"device={device}"] if device else []))
     if init_from:
         cfg.init_from = init_from
-    validate(cfg, world_from_env().world_size)
+    world = world_from_env()
+    validate(cfg, world.world_size)
+    if world.is_main:
+        from olmo.config_numbers import slow_step
+
+        warning = slow_step(cfg, _plan_device(cfg.device), world.world_size)
+        if warning:
+            err.print(f"olmo: warning: {warning}", markup=False)
     if not dry_run:
         from olmo.train import preflight
 
-        preflight(cfg, resume)  # bad data or run_dir fails here, before the doctor's probes
+        preflight(cfg, resume, out.print)  # bad data or run_dir fails here, before the doctor's probes
     if dry_run:
         from olmo.train import describe
 
@@ -307,11 +324,11 @@ def export_hf_cmd(
 
     dtypes = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
     if dtype not in dtypes:
-        raise UsageError(f"--dtype {dtype} is not one of: float32, bfloat16")
+        raise OlmoError(f"--dtype {dtype} is not one of: float32, bfloat16")
     try:
         path = resolve(checkpoint)
     except FileNotFoundError:
-        raise UsageError(f"{checkpoint} is not a checkpoint or a run dir with checkpoints") from None
+        raise OlmoError(f"{checkpoint} is not a checkpoint or a run dir with checkpoints") from None
     hf.export_hf(path, out_dir, tokenizer, dtypes[dtype], overwrite)
     conf = json.loads((out_dir / "config.json").read_text())
     out.print(f"wrote {conf['architectures'][0]} from {path} to {out_dir} ({dtype}); load it with "
@@ -330,20 +347,56 @@ def import_hf_cmd(
     from olmo import hf
 
     if not hf_dir.is_dir():
-        raise UsageError(f"{hf_dir} is not a directory; give a Hugging Face model folder")
+        raise OlmoError(f"{hf_dir} is not a directory; give a Hugging Face model folder")
     path, model = hf.import_hf(hf_dir, out_checkpoint, overwrite)
     out.print(f"wrote {path}: {model.num_params() / 1e6:,.1f}M parameters, {model.n_layers} layers; fine-tune with\n"
               f"  olmo prepare-data -i docs.jsonl -o data/ft -t {path / 'tokenizer.json'}\n"
               f"  olmo train {path / 'recipe.yaml'} --set data.paths=[data/ft]", markup=False)
 
 
+REPORT_BUGS = "this is a bug in olmo; please report it with the traceback above and the command you ran"
+
+
 def main() -> None:
-    """Console entry point: bad input becomes one line on stderr and exit code 2, never a traceback."""
+    """Console entry point: an expected failure becomes one line on stderr (exit 2, or 1 where the command's job
+    is to find damage), never a traceback; an unexpected one keeps its traceback and asks to be reported."""
     try:
-        app()
-    except UsageError as e:
-        print(f"olmo: {e}", file=sys.stderr)
+        from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer >= 0.24 vendors click
+    except ImportError:  # pragma: no cover - older typer uses click itself
+        from click.exceptions import ClickException, NoArgsIsHelpError  # type: ignore[assignment]
+
+    try:
+        code = app(standalone_mode=False)  # click's own usage errors come here too, to be said in one line
+    except NoArgsIsHelpError:  # `olmo` alone: typer has printed the help
+        sys.exit(2)
+    except ClickException as e:
+        ctx = getattr(e, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        print(f"olmo: {one_line(e.format_message())}{hint}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except OlmoError as e:
+        print(f"olmo: {one_line(str(e))}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except OSError as e:
+        if e.errno not in ENVIRONMENT_ERRNOS:
+            _internal_error()
+        # a path the user gave that cannot be read or written (read-only mount, a file where a folder should
+        # be, a full disk): the environment's fault, said in one line
+        print(f"olmo: {one_line(describe_os_error(e))}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("olmo: interrupted", file=sys.stderr)
         sys.exit(130)
+    except (SystemExit, GeneratorExit):
+        raise
+    except BaseException:  # an Exception, or a library's BaseException (DCP's CheckpointException is one)
+        _internal_error()
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _internal_error() -> None:
+    import traceback
+
+    traceback.print_exc()
+    print(f"olmo: {REPORT_BUGS}", file=sys.stderr)
+    sys.exit(1)

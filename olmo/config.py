@@ -13,11 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from olmo_doctor.errors import UsageError
-
-
-class ConfigError(UsageError):
-    """A config value the run cannot use. The message says what is wrong and what to do (exit code 2)."""
+from olmo.errors import ConfigError as ConfigError  # re-exported: modules and recipes import it from here
 
 
 def llama_like_hidden(d_model: int, multiplier: float = 1.0, multiple_of: int = 256) -> int:
@@ -272,6 +268,9 @@ def _nearest_multiples(n: int, unit: int) -> str:
 def validate(cfg: TrainConfig, world_size: int = 1) -> None:
     """Raise ConfigError (one line, what to do) for a config that cannot train. Data-dependent checks (vocab
     against the tokenizer, enough tokens for a batch) happen when the shards are opened (olmo/data.py)."""
+    from olmo.config_numbers import check_numbers
+
+    check_numbers(cfg)  # NaN, infinity and out-of-range optimizer/model numbers, by field name
     m, d, o = cfg.model, cfg.data, cfg.optim
     for name, value in (("model.d_model", m.d_model), ("model.n_layers", m.n_layers), ("model.n_heads", m.n_heads),
                         ("model.mlp_hidden", m.mlp_hidden), ("model.vocab_size", m.vocab_size),
@@ -304,10 +303,8 @@ def validate(cfg: TrainConfig, world_size: int = 1) -> None:
         raise ConfigError(f"hard_stop ({cfg.hard_stop}) must be between 1 and steps ({cfg.steps})")
     if not 0.0 <= d.val_fraction < 1.0:
         raise ConfigError(f"data.val_fraction must be in [0, 1) (got {d.val_fraction})")
-    if d.dtype is not None and d.dtype not in ("uint8", "uint16", "uint32", "uint64"):
+    if d.dtype is not None and d.dtype not in ("uint16", "uint32"):
         raise ConfigError(f"data.dtype must be uint16 or uint32 (got '{d.dtype}')")
-    if o.lr <= 0 or o.warmup_steps < 0 or o.weight_decay < 0 or o.grad_clip < 0:
-        raise ConfigError("optim.lr must be > 0 and optim.warmup_steps, weight_decay, grad_clip must be >= 0")
     if o.schedule not in SCHEDULES:
         raise ConfigError(f"optim.schedule '{o.schedule}' is not one of: {', '.join(SCHEDULES)}")
     if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from olmo.config import ConfigError, DataConfig
-from olmo.shards import dtype_for_vocab, read_manifest
+from olmo.shard_check import ShardToCheck
+from olmo.shards import load_manifest
 
 VAL_SEED = 0x5EED  # the held-out split never depends on data.seed, so changing the seed cannot leak eval data
 
@@ -37,11 +38,13 @@ class Source:
     vocab_size: int | None  # of the tokenizer the shards were made with, when known
     where: str  # for messages: the first path
     tokenizer_sha256: str | None = None
+    checks: list[ShardToCheck] = field(default_factory=list)  # what olmo/shard_check.py verifies before step 1
 
 
 def open_source(paths: list[str], cfg: DataConfig) -> Source:
     """Resolve shard dirs (with manifest.json), .npy files and globs into a list of shard files."""
     files: list[ShardFile] = []
+    checks: list[ShardToCheck] = []
     vocab: int | None = cfg.vocab_size
     sha: str | None = None
     for entry in paths:
@@ -49,12 +52,17 @@ def open_source(paths: list[str], cfg: DataConfig) -> Source:
         if not matches:
             raise ConfigError(f"data path {entry} matches no files")
         for m in map(Path, matches):
-            manifest = read_manifest(m) if m.is_dir() else None
+            manifest = load_manifest(m) if m.is_dir() else None
             if manifest:
                 if sha and manifest["tokenizer"]["sha256"] != sha:
                     raise ConfigError(f"{m} was tokenized with a different tokenizer than the other data paths")
+                if cfg.dtype and cfg.dtype != manifest["dtype"]:
+                    raise ConfigError(f"data.dtype is {cfg.dtype} but {m / 'manifest.json'} says the shards are "
+                                      f"{manifest['dtype']}; drop data.dtype (the manifest knows)")
                 sha, vocab = manifest["tokenizer"]["sha256"], manifest["vocab_size"]
                 files += [ShardFile(m / s["file"], s["dtype"], s["num_tokens"]) for s in manifest["shards"]]
+                checks += [ShardToCheck(m / s["file"], s["dtype"], s["num_tokens"], s["sha256"], s["max_id"])
+                           for s in manifest["shards"]]
                 continue
             if m.is_dir():
                 npys = sorted(m.glob("*.npy"))
@@ -66,14 +74,19 @@ def open_source(paths: list[str], cfg: DataConfig) -> Source:
                 npys = [m]
             else:
                 raise ConfigError(f"data path {m} does not exist; run `olmo prepare-data` or fix data.paths")
-            dtype = cfg.dtype or (dtype_for_vocab(vocab) if vocab else None)
-            if dtype is None:
-                raise ConfigError(f"{m} has no manifest.json, so set data.dtype (uint16/uint32) and data.vocab_size")
-            size = np.dtype(dtype).itemsize
-            files += [ShardFile(p, dtype, p.stat().st_size // size) for p in npys]
+            # headerless shards do not say how wide a token is: guessing uint16 for uint32 data reads every
+            # token as two, so the width must be given
+            if cfg.dtype is None or vocab is None:
+                raise ConfigError(f"{m} has no manifest.json, so set data.dtype (uint16 or uint32, as the tool that "
+                                  "wrote the shards used) and data.vocab_size (its tokenizer's vocab)")
+            if cfg.dtype not in ("uint16", "uint32"):
+                raise ConfigError(f"data.dtype must be uint16 or uint32 for token shards (got {cfg.dtype})")
+            size = np.dtype(cfg.dtype).itemsize
+            files += [ShardFile(p, cfg.dtype, p.stat().st_size // size) for p in npys]
+            checks += [ShardToCheck(p, cfg.dtype, None) for p in npys]
     if not files:
         raise ConfigError("data.paths is empty; point it at a directory made by `olmo prepare-data`")
-    return Source(files, vocab, paths[0], sha)
+    return Source(files, vocab, paths[0], sha, checks)
 
 
 class TokenWindows:

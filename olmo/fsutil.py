@@ -61,3 +61,72 @@ def remove_tree(path: Path) -> None:
     os.rename(path, trash)
     fsync_dir(path.parent)
     shutil.rmtree(trash)
+
+
+def mount_of(path: Path) -> str:
+    """The device and mount point holding `path` ("/dev/nvme0n1p2 at /data"), for messages about a full disk."""
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    while not os.path.ismount(p) and p != p.parent:
+        p = p.parent
+    try:
+        with open("/proc/self/mounts") as f:
+            sources = {line.split()[1]: line.split()[0] for line in f if len(line.split()) > 2}
+    except OSError:
+        sources = {}
+    source = sources.get(str(p))
+    return f"{source} at {p}" if source and source != str(p) else str(p)
+
+
+def gigabytes(n: float) -> str:
+    """'1.3 GB', or two significant digits below 0.1 GB, so a small need does not read as '0.0 GB'."""
+    gb = n / 1e9
+    return f"{gb:.1f} GB" if gb >= 0.1 else f"{gb:.2g} GB"
+
+
+def free_bytes(path: Path) -> int | None:
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return shutil.disk_usage(p).free
+    except OSError:
+        return None
+
+
+def check_output_dir(path: Path, what: str) -> None:
+    """ConfigError unless `path` is a folder this process can write, or one it can create: said before any
+    work starts, so a read-only mount or a file in the way fails in a second with nothing written."""
+    from olmo.errors import ConfigError
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{what} {p} is a file, not a folder; choose another {what}")
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"{what} {p} cannot be created: {probe} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} {p} cannot be written ({probe} is read-only or not yours); choose another {what}")
+
+
+def missing_dirs(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist yet, deepest first: what `mkdir(parents=True)` will create,
+    so that a run that fails can remove exactly those again (`remove_empty_dirs`)."""
+    out: list[Path] = []
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p != p.parent:
+        out.append(p)
+        p = p.parent
+    return out
+
+
+def remove_empty_dirs(dirs: list[Path]) -> None:
+    """rmdir each of `dirs` (deepest first) that is empty; a folder with anything in it stays."""
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            return

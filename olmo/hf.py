@@ -26,7 +26,7 @@ import torch
 
 from olmo import checkpoint
 from olmo.config import ConfigError, DataConfig, ModelConfig, OptimConfig, TrainConfig
-from olmo.fsutil import fsync_dir
+from olmo.fsutil import check_output_dir, fsync_dir
 
 SHARD_BYTES = 5 * 1024**3  # safetensors files of at most 5 GiB, as Hugging Face's save_pretrained default
 _FIXED = {"embeddings.weight": "model.embed_tokens.weight", "lm_head.norm.weight": "model.norm.weight",
@@ -138,13 +138,19 @@ def find_tokenizer(state: dict[str, Any], given: Path | None) -> TokenizerFiles:
     """The tokenizer.json the checkpoint's data was made with (its data manifest records path and hash), or
     `given`; ConfigError when neither is there."""
     from olmo.prepare import load_tokenizer
-    from olmo.shards import read_manifest
+    from olmo.shards import ManifestError, load_manifest
 
+    data = state.get("config", {}).get("data") if isinstance(state.get("config"), dict) else None
+    paths = data.get("paths") if isinstance(data, dict) else None
     if given is None:
-        for p in state.get("config", {}).get("data", {}).get("paths", []):
-            manifest = read_manifest(Path(p)) if Path(p).is_dir() else None
-            if manifest and Path(manifest["tokenizer"]["path"]).is_file():
-                given = Path(manifest["tokenizer"]["path"])
+        for p in paths if isinstance(paths, list) else []:
+            try:
+                manifest = load_manifest(Path(p)) if isinstance(p, str) and Path(p).is_dir() else None
+            except ManifestError:  # a damaged manifest names no tokenizer; --tokenizer is asked for below
+                manifest = None
+            tok_path = manifest["tokenizer"].get("path") if manifest else None
+            if manifest and isinstance(tok_path, str) and Path(tok_path).is_file():
+                given = Path(tok_path)
                 if load_tokenizer(given).sha256 != manifest["tokenizer"]["sha256"]:
                     raise ConfigError(f"{given} changed since the training data was tokenized with it; pass "
                                       "--tokenizer with the original tokenizer.json")
@@ -239,7 +245,9 @@ def export_hf(ckpt: Path, out: Path, tokenizer: Path | None = None, dtype: torch
 
     path = checkpoint.resolve(ckpt)
     state = checkpoint.read_state(path)
-    model_cfg = from_dict({"model": state["config"]["model"]}, str(path / checkpoint.TRAIN_STATE)).model
+    saved_model = checkpoint.saved_config(path, state)["model"]
+    model_cfg = from_dict({"model": saved_model}, str(path / checkpoint.TRAIN_STATE)).model
+    check_output_dir(out, "output folder")
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} already exists; pass --overwrite or choose another output directory")
     tok = find_tokenizer(state, tokenizer)
@@ -264,15 +272,69 @@ def _read_hf_weights(hf_dir: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     index = hf_dir / "model.safetensors.index.json"
-    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else \
-        ["model.safetensors"]
+    files = sorted(set(_index_files(index))) if index.is_file() else ["model.safetensors"]
     if not all((hf_dir / f).is_file() for f in files):
         raise ConfigError(f"{hf_dir} has no safetensors weights ({', '.join(files)}); download them (e.g. "
                           "`hf download MODEL --local-dir DIR`) or convert .bin weights to safetensors first")
     weights: dict[str, torch.Tensor] = {}
     for f in files:
-        weights.update(load_file(str(hf_dir / f)))
+        try:
+            weights.update(load_file(str(hf_dir / f)))
+        except Exception as e:  # safetensors raises its own error type for a damaged or cut file
+            first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)[:200]
+            raise ConfigError(f"{hf_dir / f} is not a readable safetensors file ({first}); download it "
+                              "again") from None
     return weights
+
+
+def _index_files(index: Path) -> list[str]:
+    """The weight files model.safetensors.index.json names: plain names inside the folder only."""
+    try:
+        weight_map = json.loads(index.read_bytes())["weight_map"]
+        names = list(weight_map.values())
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ConfigError(f"{index} is not a safetensors index (JSON with a weight_map); download it again") from None
+    for n in names:
+        if not isinstance(n, str) or not n or "/" in n or "\\" in n or n in (".", ".."):
+            raise ConfigError(f"{index} names a weight file outside the model folder ({n!r}); it is not a "
+                              "Hugging Face model index")
+    return names
+
+
+def _read_hf_config(conf: Path) -> ModelConfig:
+    """config.json as a ModelConfig; ConfigError naming the file for anything that is not an OLMo 2/3 config."""
+    try:
+        raw = json.loads(conf.read_bytes())
+    except OSError as e:
+        raise ConfigError(f"{conf} cannot be read ({e.strerror})") from None
+    except ValueError:
+        raise ConfigError(f"{conf} is not valid JSON; download it again") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{conf} is not a JSON object; give a Hugging Face model folder")
+    from olmo.config_numbers import MAX_LAYERS
+
+    layers = raw.get("num_hidden_layers")
+    if isinstance(layers, int) and layers > MAX_LAYERS:  # the per-layer lists below would not fit in memory
+        raise ConfigError(f"{conf}: num_hidden_layers ({layers:,}) is more than olmo builds (at most {MAX_LAYERS:,})")
+    try:
+        model_cfg = model_config_from_hf(raw)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as e:
+        what = f"has no '{e.args[0]}'" if isinstance(e, KeyError) else "has a field of the wrong type"
+        raise ConfigError(f"{conf} {what}; it is not a complete OLMo 2/3 config") from None
+    import dataclasses
+
+    from olmo.config import validate
+    from olmo.recipe import from_dict
+
+    # through the recipe loader, so every field gets its declared type (or a message naming it), then the
+    # checks any recipe gets
+    model_cfg = from_dict({"model": dataclasses.asdict(model_cfg)}, str(conf)).model
+    try:
+        validate(TrainConfig(model=model_cfg, data=DataConfig(seq_len=min(64, model_cfg.max_seq_len)),
+                             global_batch_size=1, micro_batch_size=1))
+    except ConfigError as e:
+        raise ConfigError(f"{conf}: {e}") from None
+    return model_cfg
 
 
 def import_hf(hf_dir: Path, out: Path, overwrite: bool = False) -> tuple[Path, ModelConfig]:
@@ -284,7 +346,8 @@ def import_hf(hf_dir: Path, out: Path, overwrite: bool = False) -> tuple[Path, M
     conf = hf_dir / "config.json"
     if not conf.is_file():
         raise ConfigError(f"{hf_dir} has no config.json; give a Hugging Face model folder")
-    model_cfg = model_config_from_hf(json.loads(conf.read_text()))
+    model_cfg = _read_hf_config(conf)
+    check_output_dir(out, "output checkpoint")
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} already exists; pass --overwrite or choose another output directory")
     with torch.device("meta"):

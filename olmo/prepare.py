@@ -14,6 +14,7 @@ refused unless --overwrite.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -31,7 +32,17 @@ import numpy as np
 
 from olmo import prepare_pipeline as pipe
 from olmo.config import ConfigError
-from olmo.fsutil import atomic_write_json, fsync_dir
+from olmo.errors import OlmoError, Resumable, is_disk_full
+from olmo.fsutil import (
+    atomic_write_json,
+    check_output_dir,
+    fsync_dir,
+    gigabytes,
+    missing_dirs,
+    mount_of,
+    remove_empty_dirs,
+)
+from olmo.lock import LOCK_NAME, DirLock
 from olmo.prepare_pipeline import Encoded, Encoder, WorkerSpec
 from olmo.shards import BLOCK_BYTES, FORMAT, MANIFEST, VERSION, ShardMeta, dtype_for_vocab, read_sidecars, shard_name
 
@@ -55,7 +66,22 @@ def find_inputs(paths: list[Path]) -> list[Path]:
             raise ConfigError(f"input {p} does not exist")
     if not out:
         raise ConfigError(f"no .jsonl/.txt inputs found in {', '.join(map(str, paths))}")
+    for f in out:
+        _check_readable(f)
     return out
+
+
+def _check_readable(path: Path) -> None:
+    """Refuse an input that cannot be opened, or a .gz that is not gzip, before anything is written (damage
+    further into a file is found while reading it, olmo/prepare_pipeline.py)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+    except OSError as e:
+        raise ConfigError(f"input {path}: cannot read it: {e.strerror}") from None
+    if path.name.endswith(".gz") and head and head != b"\x1f\x8b":
+        raise ConfigError(f"input {path}: it is not gzip data; recompress it, or drop the .gz from its name if it "
+                          "is plain text")
 
 
 @dataclass
@@ -142,12 +168,23 @@ class ShardWriter:
         self.f.flush()
         os.fsync(self.f.fileno())
         self.f.close()
-        os.replace(self.tmp, self.directory / self.name)
-        fsync_dir(self.directory)
+        final = self.directory / self.name
+        os.replace(self.tmp, final)
         meta = ShardMeta(self.name, self.tokens, self.docs, self.dtype, tok.vocab_size, tok.eos_id, tok.sha256,
                          self.sha.hexdigest(), self.max_id, self.crcs, resume_after)
-        atomic_write_json(self.directory / self.name.replace(".npy", ".json"), meta.to_json())
+        try:
+            fsync_dir(self.directory)
+            atomic_write_json(self.directory / self.name.replace(".npy", ".json"), meta.to_json())
+        except BaseException:
+            final.unlink(missing_ok=True)  # a shard without its sidecar is not finished: no half state stays
+            raise
         return meta
+
+    def abort(self) -> None:
+        """Drop the shard being written (its temp file)."""
+        with contextlib.suppress(OSError):
+            self.f.close()
+        self.tmp.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------------------------------------ the job
@@ -167,6 +204,15 @@ class PrepareResult:
 def job_fingerprint(inputs: list[Path], tok: Tok, shard_tokens: int) -> dict[str, Any]:
     return {"inputs": [{"path": str(p.resolve()), "bytes": p.stat().st_size} for p in inputs],
             "tokenizer_sha256": tok.sha256, "eos_id": tok.eos_id, "shard_tokens": shard_tokens}
+
+
+def _read_job(out: Path) -> dict[str, Any] | None:
+    """The job prepare.json describes; None when there is none or it is not one (then it is another job's)."""
+    try:
+        job = json.loads((out / JOB_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return job if isinstance(job, dict) else None
 
 
 def _stale_temps(out: Path) -> list[Path]:
@@ -231,11 +277,52 @@ def _count(stats: dict[str, FileStats], inputs: list[Path], r: Encoded, docs: in
 def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrite: bool = False,
             progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> PrepareResult:
     """Tokenize `inputs` into shards in `out` with `workers` processes (default: all usable CPUs).
-    `progress(bytes_read, tokens_written)` gets increments."""
+    `progress(bytes_read, tokens_written)` gets increments.
+
+    `out` is locked for the run (olmo/lock.py). On bad input or data found on the way, every file this run
+    added is removed again (and `out` itself when this run made it); on a full disk the shard being written
+    is removed and the finished ones are kept, so rerunning the same command resumes after them."""
+    check_output_dir(out, "--output")
+    created = missing_dirs(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot create --output {out}: {e.strerror}") from None
+    lock = DirLock(out, "--output")
+    try:
+        lock.acquire()
+        before = {p.name for p in out.iterdir()}
+        try:
+            return _prepare(inputs, out, tok, shard_tokens, overwrite, progress, workers)
+        except OlmoError as e:
+            if not isinstance(e, Resumable):  # bad input: this run's files go; a machine failure keeps them
+                _roll_back(out, before)
+            raise
+        except OSError as e:  # prepare.json or a temp file: nothing half-written stays (atomic writes)
+            if is_disk_full(e):
+                raise no_space(out, inputs, tok, sum(m.num_tokens for m in read_sidecars(out)), None) from None
+            raise
+    finally:
+        lock.release()
+        remove_empty_dirs(created)  # only when empty: nothing of a failed first run is left
+
+
+def _roll_back(out: Path, before: set[str]) -> None:
+    """Remove what this run added to `out` (never anything that was there before it)."""
+    for p in out.iterdir():
+        if p.name not in before and p.name != LOCK_NAME and p.is_file():
+            p.unlink(missing_ok=True)
+
+
+class NoSpace(Resumable):
+    """The disk filled up; the message names the device and the space still needed."""
+
+
+def _prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrite: bool,
+             progress: Callable[[int, int], None] | None, workers: int | None) -> PrepareResult:
     t0 = time.perf_counter()
-    out.mkdir(parents=True, exist_ok=True)
     job = job_fingerprint(inputs, tok, shard_tokens)
-    old_job = json.loads((out / JOB_FILE).read_text()) if (out / JOB_FILE).is_file() else None
+    old_job = _read_job(out)
     has_outputs = any(out.glob("part-*")) or (out / MANIFEST).exists()
     if old_job != job and has_outputs:
         if not overwrite:
@@ -249,48 +336,103 @@ def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrit
         return PrepareResult(done, {}, time.perf_counter() - t0, len(done), already_done=True)
     atomic_write_json(out / JOB_FILE, job)
 
-    dtype = dtype_for_vocab(tok.vocab_size)
     start = (done[-1].resume_after["input"], done[-1].resume_after["records"]) if done else (0, 0)
     stats: dict[str, FileStats] = {}
     shards = list(done)
-    writer: ShardWriter | None = None
     last_pos = start
     if progress and start[0]:  # account for the inputs already in finished shards
         progress(sum(p.stat().st_size for p in inputs[:start[0]]), 0)
     new_tokens, cpu_s = 0, 0.0
-    results, n_workers = encoded(inputs, start, tok, workers, (lambda n: progress(n, 0)) if progress else None)
-    with closing(results):  # on any error (Ctrl-C included) the worker pool is shut down before we return
-        for r in results:
-            flat = np.frombuffer(r.ids, dtype=dtype)
-            ends = np.frombuffer(r.ends, dtype=np.int64)
-            records = np.frombuffer(r.records, dtype=np.int64)
-            _count(stats, inputs, r, len(ends), flat.size)
-            new_tokens += flat.size
-            cpu_s += r.cpu_s
-            if progress:
-                progress(0, flat.size)
-            first = 0  # first document of this task not yet written
-            while first < len(ends):
-                if writer is None:
-                    writer = ShardWriter(out, len(shards), dtype)
-                base = int(ends[first - 1]) if first else 0
-                # the document that fills the shard: the first whose end reaches the shard's remaining room
-                full = int(np.searchsorted(ends, base + shard_tokens - writer.tokens, side="left"))
-                last = min(full, len(ends) - 1)
-                writer.write(flat[base:int(ends[last])], last - first + 1)
-                last_pos = (r.file, int(records[last]))
-                if full < len(ends):
-                    shards.append(writer.finish(tok, {"input": last_pos[0], "records": last_pos[1]}))
-                    writer = None
-                first = last + 1
-    if writer is not None:
-        shards.append(writer.finish(tok, {"input": last_pos[0], "records": last_pos[1]}))
-    if not shards:
-        raise ConfigError("the inputs hold no documents (every file is empty or unparseable); "
-                          "see `olmo prepare-data --dry-run`")
-    write_manifest(out, shards, tok, job, stats)
+    read = [0]
+
+    def on_read(n: int) -> None:
+        read[0] += n
+        if progress:
+            progress(n, 0)
+
+    results, n_workers = encoded(inputs, start, tok, workers, on_read)
+    writer: ShardWriter | None = None  # the last, still open shard
+    try:
+        shards, writer, last_pos, new_tokens, cpu_s = _stream(results, inputs, out, tok, shard_tokens, stats, shards,
+                                                             last_pos, progress)
+        if writer is not None:
+            shards.append(writer.finish(tok, {"input": last_pos[0], "records": last_pos[1]}))
+            writer = None
+        if not shards:
+            raise ConfigError("the inputs hold no documents (every file is empty or unparseable); "
+                              "see `olmo prepare-data --dry-run`")
+        write_manifest(out, shards, tok, job, stats)
+    except (_Full, OSError) as e:
+        if isinstance(e, OSError) and not is_disk_full(e):
+            raise
+        full = e if isinstance(e, _Full) else _Full(writer, shards, new_tokens)
+        if full.writer is not None:
+            full.writer.abort()
+        per_byte = (full.tokens / read[0]) if read[0] and full.tokens else None
+        raise no_space(out, inputs, tok, sum(m.num_tokens for m in full.shards), per_byte) from None
     return PrepareResult(shards, stats, time.perf_counter() - t0, len(done), tokens_this_run=new_tokens,
                          workers=n_workers, worker_cpu_s=cpu_s)
+
+
+def no_space(out: Path, inputs: list[Path], tok: Tok, tokens_done: int, tokens_per_byte: float | None) -> NoSpace:
+    """The one-line "disk full" error, with the space the rest of the job needs: the inputs' text at the
+    tokens-per-byte ratio seen so far (about 4 bytes of text per token before there is one), less the tokens
+    in finished shards."""
+    text = sum(p.stat().st_size * (4 if p.name.endswith(".gz") else 1) for p in inputs if p.is_file())
+    itemsize = np.dtype(dtype_for_vocab(tok.vocab_size)).itemsize
+    needed = max(int(text * (tokens_per_byte or 0.25)) - tokens_done, 0) * itemsize
+    return NoSpace(f"no space left on {mount_of(out)} (needs about {gigabytes(max(needed, 1 << 20))}) while "
+                   f"writing shards to {out}; free space there and rerun the same command: finished shards are "
+                   "kept and it resumes after them")
+
+
+class _Full(Exception):
+    """A write hit a full disk: what was being written, for the cleanup and the message."""
+
+    def __init__(self, writer: ShardWriter | None, shards: list[ShardMeta], tokens: int):
+        self.writer, self.shards, self.tokens = writer, shards, tokens
+
+
+def _stream(results: Generator[Encoded, None, None], inputs: list[Path], out: Path, tok: Tok, shard_tokens: int,
+            stats: dict[str, FileStats], shards: list[ShardMeta], last_pos: tuple[int, int],
+            progress: Callable[[int, int], None] | None,
+            ) -> tuple[list[ShardMeta], ShardWriter | None, tuple[int, int], int, float]:
+    """Write the encoded documents into shards, each ending on a document (the last one may stay open)."""
+    dtype = dtype_for_vocab(tok.vocab_size)
+    writer: ShardWriter | None = None
+    new_tokens, cpu_s = 0, 0.0
+    with closing(results):  # on any error (Ctrl-C included) the worker pool is shut down before we return
+        try:
+            for r in results:
+                flat = np.frombuffer(r.ids, dtype=dtype)
+                ends = np.frombuffer(r.ends, dtype=np.int64)
+                records = np.frombuffer(r.records, dtype=np.int64)
+                _count(stats, inputs, r, len(ends), flat.size)
+                new_tokens += flat.size
+                cpu_s += r.cpu_s
+                if progress:
+                    progress(0, flat.size)
+                first = 0  # first document of this task not yet written
+                while first < len(ends):
+                    if writer is None:
+                        writer = ShardWriter(out, len(shards), dtype)
+                    base = int(ends[first - 1]) if first else 0
+                    # the document that fills the shard: the first whose end reaches the shard's remaining room
+                    full = int(np.searchsorted(ends, base + shard_tokens - writer.tokens, side="left"))
+                    last = min(full, len(ends) - 1)
+                    writer.write(flat[base:int(ends[last])], last - first + 1)
+                    last_pos = (r.file, int(records[last]))
+                    if full < len(ends):
+                        shards.append(writer.finish(tok, {"input": last_pos[0], "records": last_pos[1]}))
+                        writer = None
+                    first = last + 1
+        except BaseException as e:
+            if isinstance(e, OSError) and is_disk_full(e):
+                raise _Full(writer, shards, new_tokens) from None
+            if writer is not None:  # no half shard stays, whatever stopped the run
+                writer.abort()
+            raise
+    return shards, writer, last_pos, new_tokens, cpu_s
 
 
 def write_manifest(out: Path, shards: list[ShardMeta], tok: Tok, job: dict[str, Any],

@@ -20,6 +20,7 @@ import os
 import signal
 import threading
 import time
+import zlib
 from array import array
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
@@ -27,6 +28,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import IO, Any, NamedTuple
+
+from olmo.errors import OlmoError, Resumable
 
 MIN_POOL_BYTES = 1 << 20  # smaller inputs are encoded in-process: worker start-up would cost more than it saves
 CHUNK_MIN, CHUNK_MAX = 64 << 10, 1 << 20  # bytes of input per task: enough tasks to feed every worker
@@ -74,29 +77,46 @@ def read_tasks(inputs: list[Path], start: tuple[int, int], size: int,
     """Tasks of about `size` bytes covering `inputs` from record `start[1]` of input `start[0]` on, in order.
     `progress(n)` gets the (compressed) bytes read."""
     for i in range(start[0], len(inputs)):
-        skip = start[1] if i == start[0] else 0
-        path = inputs[i]
-        with open(path, "rb") as raw:
-            f: IO[bytes] = gzip.GzipFile(fileobj=raw) if path.name.endswith(".gz") else raw  # type: ignore[assignment]
-            if ".txt" in path.name:
-                data = f.read()
-                if progress:
-                    progress(raw.tell())
-                if skip == 0:
-                    yield Task(i, True, data, 1, 0)
-                continue
-            line, last = 1, 0
-            while data := f.read(size):
-                if not data.endswith(b"\n"):
-                    data += f.readline()  # finish the last line, so no line is split between two tasks
-                newlines = data.count(b"\n")
-                n_lines = newlines + (not data.endswith(b"\n"))
-                if line + n_lines - 1 > skip:  # not entirely before the resume point
-                    yield Task(i, False, data, line, skip)
-                line += newlines
-                if progress:
-                    progress(raw.tell() - last)
-                    last = raw.tell()
+        try:
+            yield from _file_tasks(i, inputs[i], start[1] if i == start[0] else 0, size, progress)
+        except (OSError, EOFError, zlib.error) as e:
+            raise OlmoError(f"input {inputs[i]}: {_read_problem(e)}") from None
+
+
+def _read_problem(e: BaseException) -> str:
+    """What went wrong reading an input, in words: these are damaged or unreadable files, not bugs."""
+    if isinstance(e, gzip.BadGzipFile):
+        return "it is not gzip data; recompress it, or drop the .gz from its name if it is plain text"
+    if isinstance(e, EOFError):
+        return "its gzip data is cut short (an interrupted download or copy?); fetch or compress it again"
+    if isinstance(e, zlib.error):
+        return f"its gzip data is corrupt ({e}); fetch or compress it again"
+    return f"cannot read it: {getattr(e, 'strerror', None) or e}"
+
+
+def _file_tasks(i: int, path: Path, skip: int, size: int, progress: Callable[[int], None] | None) -> Iterator[Task]:
+    """The tasks of input `i` (records up to `skip` are passed over)."""
+    with open(path, "rb") as raw:
+        f: IO[bytes] = gzip.GzipFile(fileobj=raw) if path.name.endswith(".gz") else raw  # type: ignore[assignment]
+        if ".txt" in path.name:
+            data = f.read()
+            if progress:
+                progress(raw.tell())
+            if skip == 0:
+                yield Task(i, True, data, 1, 0)
+            return
+        line, last = 1, 0
+        while data := f.read(size):
+            if not data.endswith(b"\n"):
+                data += f.readline()  # finish the last line, so no line is split between two tasks
+            newlines = data.count(b"\n")
+            n_lines = newlines + (not data.endswith(b"\n"))
+            if line + n_lines - 1 > skip:  # not entirely before the resume point
+                yield Task(i, False, data, line, skip)
+            line += newlines
+            if progress:
+                progress(raw.tell() - last)
+                last = raw.tell()
 
 
 def parse(task: Task) -> tuple[list[str], list[int], int, int, int]:
@@ -210,9 +230,9 @@ def encode_all(tasks: Iterator[Task], spec: WorkerSpec, workers: int) -> Generat
         while window:
             yield window.popleft().result()
         finished = True
-    except BrokenProcessPool as e:
-        raise RuntimeError("a prepare-data worker process died (out of memory?); rerun the same command to resume "
-                           "after the last complete shard, with fewer --workers if memory is short") from e
+    except BrokenProcessPool:
+        raise Resumable("a prepare-data worker process died (out of memory?); rerun the same command to resume "
+                        "after the last complete shard, with fewer --workers if memory is short") from None
     finally:
         # Every task done: the workers exit in the background (tens of ms for many) while the caller finishes
         # the last shard. Stopped early (an error, Ctrl-C): cancel what is queued and wait until they are gone.

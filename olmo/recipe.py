@@ -55,7 +55,11 @@ def load_recipe(spec: str, overrides: list[str] | None = None) -> TrainConfig:
         raw = config_to_dict(_run_python_recipe(path, func))
     else:
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
+            raw = yaml.safe_load(path.read_bytes().decode("utf-8")) or {}
+        except OSError as e:
+            raise ConfigError(f"recipe {path} cannot be read ({e.strerror})") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"recipe {path} is not a text file (not UTF-8); give a YAML or Python recipe") from None
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
@@ -71,15 +75,37 @@ def _run_python_recipe(path: Path, func: str | None) -> TrainConfig:
     spec = importlib.util.spec_from_file_location(f"olmo_recipe_{path.stem}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as e:
+        raise ConfigError(f"recipe {path} is not valid Python (line {e.lineno}: {e.msg})") from None
+    except (ValueError, OSError) as e:  # null bytes, undecodable source, unreadable file
+        raise ConfigError(f"recipe {path} cannot be loaded as Python ({type(e).__name__}: {e})") from None
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(f"recipe {path} failed while loading{_where(e, path)}: {type(e).__name__}: {e}") from None
     name = func or (path.stem if hasattr(module, path.stem) else "recipe")
     fn = getattr(module, name, None)
     if not callable(fn):
         raise ConfigError(f"{path} has no function '{name}'; name one with {path}:FUNCTION")
-    cfg = fn()
+    try:
+        cfg = fn()
+    except ConfigError:
+        raise
+    except Exception as e:  # the recipe's own code: its error, told as one line pointing into the recipe
+        raise ConfigError(f"recipe {path}:{name}() failed{_where(e, path)}: {type(e).__name__}: {e}") from None
     if not isinstance(cfg, TrainConfig):
         raise ConfigError(f"{path}:{name}() must return an olmo.config.TrainConfig (got {type(cfg).__name__})")
     return cfg
+
+
+def _where(e: BaseException, path: Path) -> str:
+    """' at line N' of the recipe file, from the deepest traceback frame inside it."""
+    import traceback
+
+    lines = [f.lineno for f in traceback.extract_tb(e.__traceback__) if Path(f.filename).resolve() == path.resolve()]
+    return f" at line {lines[-1]}" if lines else ""
 
 
 def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from olmo.errors import OlmoError
+
 MANIFEST = "manifest.json"
 FORMAT = "olmo-token-shards"
 VERSION = 1
@@ -69,15 +71,86 @@ def checksums(data: bytes | memoryview) -> tuple[str, list[str]]:
     return hashlib.sha256(mv).hexdigest(), crcs
 
 
-def read_manifest(directory: Path) -> dict[str, Any] | None:
+DTYPES = ("uint16", "uint32")
+
+
+class ManifestError(OlmoError):
+    """manifest.json (or a shard's metadata) is there but is not what prepare-data writes."""
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _shard_problem(s: Any) -> str | None:
+    """Why a manifest's shard entry is not one, or None."""
+    if not isinstance(s, dict):
+        return "is not an object"
+    name = s.get("file")
+    if not isinstance(name, str) or not name.endswith(".npy") or "/" in name or "\\" in name or name.startswith("."):
+        return f"names no shard file in this folder ({name!r})"
+    for key in ("num_tokens", "num_docs", "vocab_size", "eos_id", "max_id"):
+        if not _int(s.get(key)):
+            return f"({name}) has no whole number '{key}'"
+    if s["num_tokens"] < 0 or s["vocab_size"] <= 0:
+        return f"({name}) has a negative token count or vocab size"
+    if s.get("dtype") not in DTYPES:
+        return f"({name}) has dtype {s.get('dtype')!r}, not one of {', '.join(DTYPES)}"
+    if s["vocab_size"] - 1 > (0xFFFF if s["dtype"] == "uint16" else 0xFFFFFFFF):
+        return f"({name}) has a vocab of {s['vocab_size']:,}, too large for {s['dtype']}"
+    if not isinstance(s.get("tokenizer_sha256"), str):
+        return f"({name}) has no tokenizer_sha256"
+    sha = s.get("sha256")
+    if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        return f"({name}) has no sha256 checksum"
+    crcs = s.get("block_crc32", [])
+    if not isinstance(crcs, list) or not all(isinstance(c, str) for c in crcs):
+        return f"({name}) has a malformed block_crc32 list"
+    return None
+
+
+def load_manifest(directory: Path) -> dict[str, Any] | None:
+    """manifest.json of `directory`, checked against the schema prepare-data writes; None when there is none.
+    ManifestError (one line: which field) when it is there but damaged, hand-edited or from another tool."""
     path = directory / MANIFEST
-    if not path.is_file():
+    if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        data = json.loads(path.read_bytes())
+    except OSError as e:
+        raise ManifestError(f"{path} cannot be read ({e.strerror})") from None
+    except ValueError:
+        raise ManifestError(f"{path} is not valid JSON; rerun `olmo prepare-data` to rewrite it") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ManifestError(f"{path} is not an olmo token-shard manifest (format {FORMAT!r} missing)")
+    tok = data.get("tokenizer")
+    if not _int(data.get("vocab_size")) or data["vocab_size"] <= 0 or not isinstance(tok, dict) \
+            or not isinstance(tok.get("sha256"), str) or not _int(data.get("eos_id")):
+        raise ManifestError(f"{path} lacks vocab_size, eos_id or tokenizer.sha256")
+    if data.get("dtype") not in DTYPES:
+        raise ManifestError(f"{path} has dtype {data.get('dtype')!r}, not one of {', '.join(DTYPES)}")
+    shards = data.get("shards")
+    if not isinstance(shards, list) or not shards:
+        raise ManifestError(f"{path} lists no shards")
+    for i, s in enumerate(shards):
+        problem = _shard_problem(s)
+        if problem:
+            raise ManifestError(f"{path}: shard entry {i} {problem}")
+        if s["dtype"] != data["dtype"] or s["vocab_size"] != data["vocab_size"]:
+            raise ManifestError(f"{path}: shard {s['file']} has dtype/vocab {s['dtype']}/{s['vocab_size']}, the "
+                                f"manifest {data['dtype']}/{data['vocab_size']}")
+    names = [s["file"] for s in shards]
+    if len(set(names)) != len(names):
+        raise ManifestError(f"{path} lists a shard twice")
+    return data
+
+
+def read_manifest(directory: Path) -> dict[str, Any] | None:
+    """`load_manifest`, with None instead of an error for a damaged manifest (for callers that only look)."""
+    try:
+        return load_manifest(directory)
+    except ManifestError:
         return None
-    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
 
 
 def read_sidecars(directory: Path) -> list[ShardMeta]:
@@ -85,9 +158,13 @@ def read_sidecars(directory: Path) -> list[ShardMeta]:
     metas = []
     for side in sorted(directory.glob("part-*.json")):
         try:
-            metas.append(ShardMeta.from_json(json.loads(side.read_text())))
-        except (OSError, json.JSONDecodeError, TypeError, KeyError):
+            raw = json.loads(side.read_bytes())
+        except (OSError, ValueError):
             continue
+        resume = raw.get("resume_after") if isinstance(raw, dict) else None
+        whole = isinstance(resume, dict) and all(_int(resume.get(k)) for k in ("input", "records"))
+        if whole and _shard_problem(raw) is None:  # a sidecar that is not one marks no finished shard
+            metas.append(ShardMeta.from_json(raw))
     return metas
 
 
@@ -174,10 +251,11 @@ def _locate_checksum_mismatch(meta: ShardMeta, crcs: list[str], itemsize: int) -
     return Problem(meta.file, None, "sha256 does not match the metadata", 2)
 
 
-def shard_metas(directory: Path, vocab_size: int | None) -> list[ShardMeta]:
-    """The shards of `directory` as the manifest (else the sidecars) lists them. Bare shards without metadata,
-    e.g. `dolma tokens` output, get minimal metadata from `vocab_size` so ids and sizes can still be checked."""
-    manifest = read_manifest(directory)
+def shard_metas(directory: Path, vocab_size: int | None, dtype: str | None = None) -> list[ShardMeta]:
+    """The shards of `directory` as the manifest (else the sidecars) lists them; ManifestError for a damaged
+    manifest. Bare shards without metadata, e.g. `dolma tokens` output, get minimal metadata from `vocab_size`
+    and `dtype` (default: the narrowest dtype that holds the vocab) so ids and sizes can still be checked."""
+    manifest = load_manifest(directory)
     if manifest:
         return [ShardMeta.from_json(s) for s in manifest["shards"]]
     metas = read_sidecars(directory)
@@ -185,7 +263,7 @@ def shard_metas(directory: Path, vocab_size: int | None) -> list[ShardMeta]:
         return metas
     if vocab_size is None:
         return []
-    dtype = dtype_for_vocab(vocab_size)
+    dtype = dtype or dtype_for_vocab(vocab_size)
     out = []
     for p in sorted(directory.glob("*.npy")):
         n = p.stat().st_size // np.dtype(dtype).itemsize
@@ -193,8 +271,9 @@ def shard_metas(directory: Path, vocab_size: int | None) -> list[ShardMeta]:
     return out
 
 
-def validate_bare(directory: Path, meta: ShardMeta) -> ShardReport:
-    """Checks for shards without metadata: whole tokens, ids inside the vocabulary."""
+def validate_bare(directory: Path, meta: ShardMeta, dtype_given: bool = False) -> ShardReport:
+    """Checks for shards without metadata: whole tokens, ids inside the vocabulary, and (for a guessed uint16)
+    not the pattern uint32 data leaves when read as uint16: a 0 in every second token."""
     path = directory / meta.file
     dtype = np.dtype(meta.dtype)
     size = path.stat().st_size
@@ -203,21 +282,36 @@ def validate_bare(directory: Path, meta: ShardMeta) -> ShardReport:
         rep.problems.append(Problem(meta.file, rep.num_tokens,
                                     f"size {size} is not a whole number of {meta.dtype} tokens"))
     arr = np.memmap(path, dtype=dtype, mode="r", shape=(rep.num_tokens,)) if rep.num_tokens else np.zeros(0, dtype)
+    odd_any = False
     for start in range(0, rep.num_tokens, SCAN_TOKENS):
         chunk = np.asarray(arr[start:start + SCAN_TOKENS])
         rep.max_id = max(rep.max_id, int(chunk.max()))
+        odd_any = odd_any or bool(chunk[(start + 1) % 2::2].any())
         bad = np.flatnonzero(chunk >= meta.vocab_size)
         if bad.size:
             off = start + int(bad[0])
             rep.problems.append(Problem(meta.file, off, f"token id {int(chunk[bad[0]])} is outside the vocabulary "
                                                         f"(size {meta.vocab_size}); wrong --vocab-size or dtype?"))
             break
+    if meta.dtype == "uint16" and not dtype_given and not odd_any and rep.num_tokens >= 128 and not rep.problems:
+        rep.problems.append(Problem(meta.file, None, "every second uint16 token is 0: this looks like uint32 data; "
+                                                     "pass --dtype uint32", precision=2))
     return rep
 
 
-def validate_dir(directory: Path, vocab_size: int | None = None) -> list[ShardReport]:
-    """Validate every shard in `directory` (raises FileNotFoundError when there are none)."""
-    metas = shard_metas(directory, vocab_size)
+def validate_dir(directory: Path, vocab_size: int | None = None, dtype: str | None = None) -> list[ShardReport]:
+    """Validate every shard in `directory` (raises FileNotFoundError when there are none, ManifestError when
+    its manifest is damaged). `dtype`, when given, must match the metadata; bare shards are read with it."""
+    metas = shard_metas(directory, vocab_size, dtype)
     if not metas:
         raise FileNotFoundError(directory)
-    return [validate_shard(directory, m, vocab_size) if m.sha256 else validate_bare(directory, m) for m in metas]
+    reports = []
+    for m in metas:
+        if not m.sha256:
+            reports.append(validate_bare(directory, m, dtype is not None))
+            continue
+        rep = validate_shard(directory, m, vocab_size)
+        if dtype and dtype != m.dtype:
+            rep.problems.insert(0, Problem(m.file, None, f"the metadata says {m.dtype} but --dtype is {dtype}", 0))
+        reports.append(rep)
+    return reports

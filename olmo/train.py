@@ -35,8 +35,9 @@ from olmo import checkpoint, parallel
 from olmo.attention import get_backend
 from olmo.config import ConfigError, TrainConfig, check_vocab, validate
 from olmo.cuda_graph import CaptureFailed, GraphedStep
-from olmo.data import DataLoader, TokenWindows, eval_batches, open_source, split_indices
-from olmo.fsutil import atomic_write_bytes
+from olmo.data import DataLoader, Source, TokenWindows, eval_batches, open_source, split_indices
+from olmo.fsutil import atomic_write_bytes, check_output_dir, missing_dirs, remove_empty_dirs
+from olmo.lock import DirLock
 from olmo.metrics import MetricsLog, mfu, peak_flops
 from olmo.mixed_precision import MasterAdamW
 from olmo.model import Transformer
@@ -84,12 +85,13 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
 
 
-def build_data(cfg: TrainConfig, world: World) -> tuple[DataLoader, list[torch.Tensor]]:
+def build_data(cfg: TrainConfig, world: World, say: Any = None) -> tuple[DataLoader, list[torch.Tensor]]:
     """The training loader and the eval micro-batches; raises ConfigError for data the model cannot use (a
     different tokenizer's vocab, too few sequences for one batch, missing shards)."""
     source = open_source(cfg.data.paths, cfg.data)
     if source.vocab_size:
         check_vocab(cfg.model.vocab_size, source.vocab_size, source.where)
+    check_source(source, cfg.model.vocab_size, world, say)
     windows = TokenWindows(source, cfg.data.seq_len)
     train_idx, val_idx = split_indices(len(windows), 0.0 if cfg.data.val_paths else cfg.data.val_fraction)
     loader = DataLoader(windows, train_idx, cfg.global_batch_size, cfg.micro_batch_size, cfg.data.seed,
@@ -98,6 +100,7 @@ def build_data(cfg: TrainConfig, world: World) -> tuple[DataLoader, list[torch.T
         vsrc = open_source(cfg.data.val_paths, cfg.data)
         if vsrc.vocab_size:
             check_vocab(cfg.model.vocab_size, vsrc.vocab_size, vsrc.where)
+        check_source(vsrc, cfg.model.vocab_size, world, say)
         vwin = TokenWindows(vsrc, cfg.data.seq_len)
         val = eval_batches(vwin, np.arange(len(vwin)), cfg.micro_batch_size, cfg.eval_batches, world.rank,
                            world.world_size)
@@ -106,11 +109,27 @@ def build_data(cfg: TrainConfig, world: World) -> tuple[DataLoader, list[torch.T
     return loader, val
 
 
-def preflight(cfg: TrainConfig, resume: bool) -> tuple[World, torch.device, Path | None]:
+def check_source(source: Source, model_vocab: int, world: World, say: Any = None) -> None:
+    """Sizes, checksums and the largest token id of every shard, before the first step (olmo/shard_check.py).
+    Ids must be below the tokenizer's vocab when the shards say which, else below the model's embedding rows."""
+    from olmo import shard_check
+
+    if source.vocab_size and source.vocab_size <= model_vocab:
+        limit, hint = source.vocab_size, "the shard is damaged: rerun `olmo prepare-data` for it"
+    else:
+        limit, hint = model_vocab, ("the shards were made with a larger tokenizer: raise model.vocab_size or "
+                                    "tokenize with the model's tokenizer")
+    shard_check.check(source.checks, limit, hint, scan_data=world.is_main, say=say)
+
+
+def preflight(cfg: TrainConfig, resume: bool, say: Any = None) -> tuple[World, torch.device, Path | None]:
     """Every check that needs no model: config, device, attention backend, run_dir, data. Cheap, so the CLI
     runs it before the (slower) doctor check and a bad recipe fails in a second."""
     world = world_from_env()
     validate(cfg, world.world_size)
+    check_output_dir(Path(cfg.run_dir), "run_dir")
+    if world.is_main:
+        DirLock(Path(cfg.run_dir), "run_dir").check_free()  # say "in use" now, not after the doctor's probes
     device = resolve_device(cfg.device, world)
     if cfg.model.attn_backend != "auto":
         get_backend(cfg.model.attn_backend, device, windowed=cfg.model.windowed)
@@ -118,10 +137,30 @@ def preflight(cfg: TrainConfig, resume: bool) -> tuple[World, torch.device, Path
     if ckpt and not resume:
         raise ConfigError(f"{cfg.run_dir} already has checkpoints (latest: {ckpt.name}); pass --resume to continue "
                           "that run, or set run_dir to a new directory")
+    if ckpt and resume:  # a damaged checkpoint is found here, in a second, not after building the model
+        checkpoint.require_whole(ckpt)
+        _resume_state(ckpt)
     if cfg.init_from and not (ckpt and resume):
         init_checkpoint(cfg)
-    build_data(cfg, world)
+    build_data(cfg, world, say)
     return world, device, ckpt
+
+
+def _resume_state(ckpt: Path) -> dict[str, Any]:
+    """The parts of train_state.json a resume reads, checked for shape (the file is data)."""
+    state = checkpoint.read_state(ckpt)
+    checkpoint.saved_config(ckpt, state)
+    loader = state.get("data_loader")
+    counts = ("seed", "epoch", "batch_in_epoch", "global_batch_size", "seq_len")
+    rngs = state.get("rng_ranks") or [state.get("rng")]
+    ok = (isinstance(state.get("step"), int) and isinstance(state.get("tokens_seen"), int)
+          and isinstance(loader, dict) and all(isinstance(loader.get(k), int) for k in counts)
+          and loader["global_batch_size"] > 0 and isinstance(loader.get("fingerprint"), str)
+          and isinstance(rngs, list) and all(isinstance(r, dict) for r in rngs))
+    if not ok:
+        raise ConfigError(f"checkpoint {ckpt} is damaged: {checkpoint.TRAIN_STATE} lacks the step, tokens, data "
+                          "position or RNG states a resume needs; use another checkpoint")
+    return state
 
 
 def init_checkpoint(cfg: TrainConfig) -> Path:
@@ -132,10 +171,8 @@ def init_checkpoint(cfg: TrainConfig) -> Path:
     except FileNotFoundError:
         raise ConfigError(f"init_from {cfg.init_from} is not a checkpoint or a run dir with checkpoints; give a "
                           "directory written by `olmo train` or `olmo import-hf`") from None
-    problem = checkpoint.verify(path)
-    if problem:
-        raise ConfigError(f"init_from {path} is damaged ({problem}); pick another checkpoint")
-    saved = checkpoint.read_state(path)["config"]["model"]
+    checkpoint.require_whole(path)
+    saved = checkpoint.saved_config(path)["model"]
     now = config_to_dict(cfg)["model"]
     differ = [f"model.{k}={saved[k]!r}" for k in now if k in saved and saved[k] != now[k] and k != "attn_backend"]
     if differ:
@@ -186,7 +223,7 @@ def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
             say("[yellow]cuda_graph is on but ignored[/]: it needs one process on a GPU with bf16 "
                 "and optim.compute_copies")
     if ckpt and resume:
-        _check_resumed_config(checkpoint.read_state(ckpt)["config"], cfg, say)
+        _check_resumed_config(checkpoint.saved_config(ckpt), cfg, say)
         state = checkpoint.load(ckpt, model, optimizer)
         loader.load_state_dict(state["data_loader"])
         s.step, s.tokens_seen = state["step"], state["tokens_seen"]
@@ -321,12 +358,32 @@ def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None
         console = Console(quiet=True)
     console = console or Console(quiet=True)
     say = console.print
+    run_dir = Path(cfg.run_dir)
+    created = missing_dirs(run_dir)
+    lock = None
+    if world_from_env().is_main:  # one lock per job: a multi-node run_dir is one shared folder (lock.py)
+        check_output_dir(run_dir, "run_dir")
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"cannot create run_dir {run_dir}: {e.strerror}") from None
+        lock = DirLock(run_dir, "run_dir")
+        try:
+            lock.acquire()
+        except BaseException:
+            remove_empty_dirs(created)
+            raise
     try:
         result = _train(cfg, resume, say)
         parallel.barrier()  # no rank tears its connections down while another still talks (gloo aborts then)
         return result
     finally:
-        parallel.shutdown()
+        try:
+            parallel.shutdown()
+        finally:
+            if lock is not None:
+                lock.release()
+                remove_empty_dirs(created)  # a run that failed before writing anything leaves no run_dir
 
 
 def _train(cfg: TrainConfig, resume: bool, say: Any) -> TrainResult:

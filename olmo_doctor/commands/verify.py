@@ -29,9 +29,14 @@ def register(app: typer.Typer) -> None:
         if result.has_errors:
             verdict = f"✗ not verified: {len(result.errors)} problem(s) block training on {device}"
             _finish(json_out, verdict, result, None, 1)
+        from olmo.errors import OlmoError
         from olmo.smoke import run_smoke
+        from olmo_doctor.errors import UsageError
 
-        smoke = run_smoke(device=device, steps=steps)
+        try:
+            smoke = run_smoke(device=device, steps=steps)
+        except OlmoError as e:  # the trainer's own "bad input" type: the same one line, exit 2
+            raise UsageError(str(e)) from None
         ok = smoke.loss_fell
         verdict = (f"{'✓ verified' if ok else '✗ not verified'}: {smoke.steps} steps on {smoke.device}, loss "
                    f"{smoke.losses[0]:.3f} -> {smoke.losses[-1]:.3f}, {smoke.tokens_per_s:,.0f} tokens/s")

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from olmo import checkpoint
+from olmo.errors import OlmoError
 
 # A helper process imports torch once, then on each "go" forks a saver that does nothing but save checkpoints
 # in a loop (so a kill at a random moment lands mid-save) and reports "ready PID" after its first save. The test
@@ -135,7 +136,7 @@ def test_damaged_checkpoint_is_refused(tmp_path: Path) -> None:
     assert "__0_0.distcp has" in (checkpoint.verify(path) or "")
     try:
         checkpoint.load(path, model, opt)
-    except RuntimeError as e:
+    except OlmoError as e:
         assert "is damaged" in str(e)
     else:
         raise AssertionError("a damaged checkpoint loaded")

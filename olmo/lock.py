@@ -1,0 +1,128 @@
+"""Advisory locks on the folders `olmo` writes into: a run_dir (`olmo train`) and a prepare-data output.
+
+Two processes writing one folder publish each other's bytes (a shard under the other run's metadata, metrics
+steps twice), so the writer holds `fcntl.flock` on `FOLDER/.olmo.lock` for its whole run and a second one is
+refused in one line naming the holder's pid and start time. The kernel drops a flock when its process dies,
+however it dies, so a lock file left by a killed run is simply taken over. On release the file is removed
+while still locked; a process that locked a file just removed sees that its inode is no longer the path's and
+tries again, so two processes never both believe they hold the folder.
+
+Under torchrun only global rank 0 locks its run_dir: a multi-node run_dir must be one shared folder
+(train.py checks that), so one lock covers the whole job and the ranks of one job never lock each other out.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+from olmo.errors import OlmoError, one_line
+
+LOCK_NAME = ".olmo.lock"
+NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})  # filesystems without flock
+_mine: set[str] = set()  # lock files this process holds (check_free must not refuse its own run)
+
+
+def _holder(fd: int) -> str:
+    """'pid N (started T)' from a lock file's contents; the contents are data from another process, so only
+    a number and a short timestamp are taken from them."""
+    try:
+        raw = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+    except (OSError, ValueError):
+        raw = {}
+    pid = raw.get("pid") if isinstance(raw, dict) else None
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return "another process"
+    started = one_line(str(raw.get("started", "")))[:40]
+    host = one_line(str(raw.get("host", "")))[:64]
+    where = f" on {host}" if host and host != socket.gethostname() else ""
+    return f"pid {pid}{where}" + (f" (started {started})" if started else "")
+
+
+class DirLock:
+    """`with DirLock(folder, "run_dir"):` holds the folder for this process; OlmoError if another holds it."""
+
+    def __init__(self, directory: Path, what: str):
+        self.directory, self.what = Path(directory), what
+        self.path = self.directory / LOCK_NAME
+        self.fd: int | None = None
+
+    def check_free(self) -> None:
+        """OlmoError if another process holds the folder now; writes nothing (a shared lock, at once undone),
+        so a command can say "in use" before its slower checks without leaving a file behind."""
+        if os.path.realpath(self.path) in _mine:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return  # no lock file (or none readable): nobody holds it, or acquire() will tell
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OlmoError(f"{self.what} {self.directory} is in use by {_holder(fd)}; wait for it to finish or "
+                            f"use another {self.what}") from None
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def acquire(self) -> DirLock:
+        for _ in range(20):
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as e:
+                raise OlmoError(f"cannot write in {self.what} {self.directory}: {e.strerror}; choose a folder you "
+                                "can write to") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _holder(fd)
+                os.close(fd)
+                raise OlmoError(f"{self.what} {self.directory} is in use by {holder}; wait for it to finish or use "
+                                f"another {self.what}") from None
+            except OSError as e:
+                os.close(fd)
+                if e.errno in NO_LOCKS:  # advisory only: a filesystem that cannot lock still trains
+                    return self
+                raise
+            try:
+                current = os.stat(self.path).st_ino
+            except FileNotFoundError:
+                current = -1
+            if current == os.fstat(fd).st_ino:
+                self.fd = fd
+                _mine.add(os.path.realpath(self.path))
+                break
+            os.close(fd)  # locked a file its holder removed on release: lock the new one
+        else:
+            raise OlmoError(f"{self.what} {self.directory}: could not take {LOCK_NAME} (it keeps changing); is "
+                            "another olmo starting there?")
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv[:2])[:200],
+                "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        return self
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        _mine.discard(os.path.realpath(self.path))
+        try:
+            self.path.unlink(missing_ok=True)  # still locked: a newcomer that opened it will retry
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = None
+
+    def __enter__(self) -> DirLock:
+        return self.acquire()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.release()
