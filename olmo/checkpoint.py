@@ -2,18 +2,23 @@
 
 Layout (`run_dir/checkpoints/`):
 
-    step-000100/            .metadata  __0_0.distcp  __1_0.distcp ...  train_state.json
-    step-000200/            ...
-    latest                  a one-line text file naming the newest complete checkpoint ("step-000200")
+    step100/                .metadata  __0_0.distcp  __1_0.distcp ...  train_state.json
+    step200/                ...
+    latest                  a one-line text file naming the newest complete checkpoint ("step200")
 
-Weights and AdamW state are one DCP checkpoint (keys `model.<param name>` and `optim.state.<param name>...`):
-every rank writes its own shards (`__<rank>_0.distcp`) and rank 0 the `.metadata` that maps each tensor's
-pieces to files. DCP reshards on load, so a checkpoint saved by N processes loads into M processes, FSDP2 or
+`step<N>` is OLMo-core's naming, and DCP's `.metadata` at the top is what its `Checkpointer.dir_is_checkpoint`
+takes for a weights (and optimizer) checkpoint, so OLMo-core's tools find and load ours; older `step-NNNNNN`
+folders are still read. OLMo-core's own checkpoints (`step<N>/model_and_optim/`) are read too, weights only
+(olmo/olmo_core_compat.py): `resolve`, `verify`, `read_state`, `load` and `load_model_state` take either.
+
+Weights and AdamW state are one DCP checkpoint (keys `model.<param name>` and `optim.state.<param name>...`, as
+OLMo-core's): every rank writes its own shards (`__<rank>_0.distcp`) and rank 0 the `.metadata` that maps each
+tensor's pieces to files. DCP reshards on load, so a checkpoint saved by N processes loads into M processes, FSDP2 or
 DDP or a single process (`load_model_state` reads the whole model with no process group at all).
 
-Atomic, for one process or many: rank 0 clears leftovers and makes `step-000200-tmp/`, a barrier, every rank
+Atomic, for one process or many: rank 0 clears leftovers and makes `step200-tmp/`, a barrier, every rank
 writes and fsyncs its files there (DCP's sync_files), DCP's closing collective waits until `.metadata` is
-written, then rank 0 writes train_state.json, fsyncs the directory, renames it to `step-000200`, fsyncs the
+written, then rank 0 writes train_state.json, fsyncs the directory, renames it to `step200`, fsyncs the
 parent, and only then replaces `latest` (temp file + rename); a last barrier keeps any rank from running ahead
 of the rename. A SIGKILL at any moment leaves `latest` naming a complete checkpoint: the new or the previous
 one. Old checkpoints beyond `keep_last_n` are renamed aside before deletion. With several nodes, run_dir must
@@ -43,17 +48,18 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from olmo import olmo_core_compat as core
 from olmo.fsutil import atomic_write_bytes, fsync_dir, remove_tree
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 TRAIN_STATE, METADATA = "train_state.json", ".metadata"
 MODEL, OPTIM = "model", "optim"  # top-level keys in the DCP state dict
-STEP_RE = re.compile(r"^step-(\d+)$")
+STEP_RE = re.compile(r"^step-?(\d+)$")  # step<N> (OLMo-core's naming), or step-NNNNNN from older olmo versions
 
 
 def step_dir_name(step: int) -> str:
-    return f"step-{step:06d}"
+    return f"step{step}"
 
 
 def rng_state() -> dict[str, Any]:
@@ -185,7 +191,10 @@ def latest(run_dir: Path) -> Path | None:
 
 
 def read_state(path: Path) -> dict[str, Any]:
-    """The checkpoint's train_state.json (no tensors loaded)."""
+    """The checkpoint's train_state.json (no tensors loaded); for an OLMo-core checkpoint, what its config.json
+    says (ValueError when that is unreadable)."""
+    if not (path / TRAIN_STATE).is_file() and core.is_checkpoint(path):
+        return core.train_state(path)
     state: dict[str, Any] = json.loads((path / TRAIN_STATE).read_text())
     return state
 
@@ -193,6 +202,8 @@ def read_state(path: Path) -> dict[str, Any]:
 def verify(path: Path) -> str | None:
     """None if the checkpoint at `path` is whole (state parses, DCP metadata is there, files have their recorded
     sizes), else why not."""
+    if not (path / TRAIN_STATE).is_file() and core.is_checkpoint(path):
+        return None  # OLMo-core's: model_and_optim/.metadata is there (is_checkpoint); it records no file sizes
     try:
         state = json.loads((path / TRAIN_STATE).read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -206,11 +217,18 @@ def verify(path: Path) -> str | None:
     return None
 
 
+def _reader(path: Path) -> Any:
+    """DCP's reader for `path`; OLMo-core's weights directory needs one that understands its metadata."""
+    import torch.distributed.checkpoint as dcp
+
+    return core.reader(path) if path.name == core.MODEL_AND_OPTIM else dcp.FileSystemReader(path)
+
+
 def _dcp_load(state_dict: dict[str, Any], path: Path) -> None:
     import torch.distributed.checkpoint as dcp
 
     with _single_process_ok():
-        dcp.load(state_dict, storage_reader=dcp.FileSystemReader(path), no_dist=not dist.is_initialized())
+        dcp.load(state_dict, storage_reader=_reader(path), no_dist=not dist.is_initialized())
 
 
 IMPLEMENTATION_FLAGS = ("fused", "foreach", "capturable", "differentiable")
@@ -227,6 +245,14 @@ def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | 
         raise RuntimeError(f"checkpoint {path} is damaged: {problem}")
     t0 = time.perf_counter()
     sd = _state_dicts(model, optimizer)
+    if not (path / TRAIN_STATE).is_file() and core.is_checkpoint(path):
+        if optimizer is not None:
+            raise RuntimeError(f"{path} is an OLMo-core checkpoint: olmo starts from its weights (--init-from), "
+                               "it cannot resume its optimizer")
+        # DCP fills the tensors in place, so loading them under OLMo-core's names fills our state dict too
+        _dcp_load({MODEL: {core.to_core(k): v for k, v in sd[MODEL].items()}}, core.weights_dir(path))
+        set_model_state_dict(model, sd[MODEL])
+        return dict(read_state(path), load_seconds=time.perf_counter() - t0)
     _dcp_load(sd, path)
     set_model_state_dict(model, sd[MODEL])
     if optimizer is not None:
@@ -255,19 +281,45 @@ def restore_rng(state: dict[str, Any], rank: int, world_size: int) -> bool:
 def load_model_state(path: Path, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
     """The whole model's weights from a checkpoint, in one process with no process group (export, tests):
     tensors are allocated from the checkpoint's own metadata, so no model needs to be built first."""
-    import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
     problem = verify(path)
     if problem:
         raise RuntimeError(f"checkpoint {path} is damaged: {problem}")
-    meta = dcp.FileSystemReader(path).read_metadata()
+    foreign = not (path / TRAIN_STATE).is_file() and core.is_checkpoint(path)
+    where = core.weights_dir(path) if foreign else path
+    meta = _reader(where).read_metadata()
     prefix = MODEL + "."
     sd = {k[len(prefix):]: torch.empty(tuple(m.size), dtype=m.properties.dtype)
           for k, m in meta.state_dict_metadata.items()
           if k.startswith(prefix) and isinstance(m, TensorStorageMetadata)}
-    _dcp_load({MODEL: sd}, path)
+    _dcp_load({MODEL: sd}, where)
+    if foreign:
+        try:
+            sd = {core.to_ours(k): v for k, v in sd.items()}
+        except KeyError as e:
+            raise RuntimeError(f"{path}: OLMo-core parameter {e} has no place in olmo's OLMo 2/3 model") from None
     return {k: v.to(dtype) for k, v in sd.items()} if dtype else sd
+
+
+def weight_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Every weight's shape, under our names, from the checkpoint's DCP metadata alone (no tensors read)."""
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    foreign = not (path / TRAIN_STATE).is_file() and core.is_checkpoint(path)
+    meta = _reader(core.weights_dir(path) if foreign else path).read_metadata()
+    prefix = MODEL + "."
+    shapes = {k[len(prefix):]: tuple(m.size) for k, m in meta.state_dict_metadata.items()
+              if k.startswith(prefix) and isinstance(m, TensorStorageMetadata)}
+    if not foreign:
+        return shapes
+    out = {}
+    for k, v in shapes.items():
+        try:
+            out[core.to_ours(k)] = v
+        except KeyError:
+            out[k] = v  # a parameter we have no place for: the caller reports it as foreign
+    return out
 
 
 def save_weights(path: Path, weights: dict[str, torch.Tensor], train_state: dict[str, Any],
@@ -301,10 +353,11 @@ def save_weights(path: Path, weights: dict[str, torch.Tensor], train_state: dict
 
 
 def resolve(path: Path) -> Path:
-    """A checkpoint dir as given, or the latest checkpoint of a run dir; FileNotFoundError if neither."""
+    """A checkpoint dir as given, or the latest checkpoint of a run dir, ours or OLMo-core's (a save folder of
+    `step<N>/model_and_optim/`); FileNotFoundError if neither."""
     if (path / TRAIN_STATE).is_file():
         return path
-    found = latest(path)
+    found = latest(path) or core.find(path)
     if found is None:
         raise FileNotFoundError(path)
     return found

@@ -5,7 +5,7 @@
     olmo train recipes/olmo2_60m.yaml --set data.paths=[data/tokens]
     olmo train --smoke
     torchrun --nproc-per-node 8 -m olmo train recipes/olmo2_1b.yaml      # FSDP2 over 8 GPUs (parallel.dp)
-    olmo export-hf runs/olmo/checkpoints/step-001000 hf/my-olmo
+    olmo export-hf runs/olmo/checkpoints/step1000 hf/my-olmo
     olmo import-hf path/to/OLMo-2-0425-1B ckpt/olmo2-1b && olmo train ckpt/olmo2-1b/recipe.yaml --set ...
 
 Exit codes: 0 all clear, 1 problems found (corrupt shards, doctor errors, a failed run), 2 bad input or usage
@@ -290,7 +290,7 @@ def train_cmd(
 
 @app.command("export-hf")
 def export_hf_cmd(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint dir (runs/x/checkpoints/step-001000) or a run dir "
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint dir (runs/x/checkpoints/step1000) or a run dir "
                                                "(its latest checkpoint).")],
     out_dir: Annotated[Path, typer.Argument(help="Where to write the Hugging Face model folder.")],
     tokenizer: Annotated[Path | None, typer.Option(help="tokenizer.json to ship (default: the one the training "

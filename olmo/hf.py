@@ -1,6 +1,6 @@
 """Hugging Face conversion: our checkpoints <-> transformers' `Olmo2ForCausalLM` / `Olmo3ForCausalLM` folders.
 
-    olmo export-hf runs/olmo/checkpoints/step-001000 hf/my-olmo     # config.json + safetensors + tokenizer
+    olmo export-hf runs/olmo/checkpoints/step1000 hf/my-olmo     # config.json + safetensors + tokenizer
     olmo import-hf hf/OLMo-2-0425-1B ckpt/olmo2-1b                   # a weights-only checkpoint + recipe.yaml
 
 Our parameter names are OLMo-core's, and the key map is OLMo-core's `nn/hf/convert.py` (olmo_anchor.md 5): the
@@ -127,6 +127,9 @@ def model_config_from_hf(hf: dict[str, Any]) -> ModelConfig:
 
 
 # ------------------------------------------------------------------------------------------------- tokenizer
+TOKENIZER_JSON = "tokenizer.json"
+
+
 @dataclass
 class TokenizerFiles:
     path: Path  # tokenizer.json
@@ -134,12 +137,15 @@ class TokenizerFiles:
     pad: str | None
 
 
-def find_tokenizer(state: dict[str, Any], given: Path | None) -> TokenizerFiles:
-    """The tokenizer.json the checkpoint's data was made with (its data manifest records path and hash), or
-    `given`; ConfigError when neither is there."""
+def find_tokenizer(state: dict[str, Any], given: Path | None, ckpt: Path | None = None) -> TokenizerFiles:
+    """`given`, else the tokenizer.json that travels inside the checkpoint (import-hf and train put it there),
+    else the one the checkpoint's data was made with (its data manifest records path and hash); ConfigError when
+    none is there."""
     from olmo.prepare import load_tokenizer
     from olmo.shards import read_manifest
 
+    if given is None and ckpt is not None and (ckpt / TOKENIZER_JSON).is_file():
+        given = ckpt / TOKENIZER_JSON
     if given is None:
         for p in state.get("config", {}).get("data", {}).get("paths", []):
             manifest = read_manifest(Path(p)) if Path(p).is_dir() else None
@@ -238,11 +244,19 @@ def export_hf(ckpt: Path, out: Path, tokenizer: Path | None = None, dtype: torch
     from olmo.recipe import from_dict
 
     path = checkpoint.resolve(ckpt)
-    state = checkpoint.read_state(path)
-    model_cfg = from_dict({"model": state["config"]["model"]}, str(path / checkpoint.TRAIN_STATE)).model
+    try:
+        state = checkpoint.read_state(path)
+    except ValueError as e:  # an OLMo-core checkpoint's config.json that is unreadable or holds another model
+        raise ConfigError(f"{path}: {e}") from None
+    model_section = state.get("config", {}).get("model")
+    if model_section is None:
+        raise ConfigError(f"{path} has no config.json saying the model's shape (OLMo-core's ConfigSaverCallback "
+                          "writes one); start a run from it with `olmo train RECIPE --init-from` and export that")
+    source = path / (checkpoint.TRAIN_STATE if (path / checkpoint.TRAIN_STATE).is_file() else "config.json")
+    model_cfg = from_dict({"model": model_section}, str(source)).model
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} already exists; pass --overwrite or choose another output directory")
-    tok = find_tokenizer(state, tokenizer)
+    tok = find_tokenizer(state, tokenizer, path)
     weights = checkpoint.load_model_state(path, dtype)
     tmp = _temp_dir(out)
     try:

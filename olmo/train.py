@@ -131,17 +131,38 @@ def init_checkpoint(cfg: TrainConfig) -> Path:
         path = checkpoint.resolve(Path(cfg.init_from))
     except FileNotFoundError:
         raise ConfigError(f"init_from {cfg.init_from} is not a checkpoint or a run dir with checkpoints; give a "
-                          "directory written by `olmo train` or `olmo import-hf`") from None
+                          "directory written by `olmo train`, `olmo import-hf` or OLMo-core (step<N>/model_and_optim/)"
+                          ) from None
     problem = checkpoint.verify(path)
     if problem:
         raise ConfigError(f"init_from {path} is damaged ({problem}); pick another checkpoint")
-    saved = checkpoint.read_state(path)["config"]["model"]
+    try:
+        saved = checkpoint.read_state(path)["config"].get("model")
+    except ValueError as e:  # an OLMo-core checkpoint's config.json that is unreadable or holds another model
+        raise ConfigError(f"init_from {path}: {e}") from None
+    if saved is None:  # an OLMo-core checkpoint without config.json: the weights' shapes must fit the recipe's
+        _check_shapes(path, cfg)
+        return path
     now = config_to_dict(cfg)["model"]
     differ = [f"model.{k}={saved[k]!r}" for k in now if k in saved and saved[k] != now[k] and k != "attn_backend"]
     if differ:
         raise ConfigError(f"init_from {path} holds a different model; set {' '.join(differ)} (e.g. with --set), or "
                           "use the recipe.yaml that `olmo import-hf` wrote next to it")
     return path
+
+
+def _check_shapes(path: Path, cfg: TrainConfig) -> None:
+    from olmo.model import Transformer
+
+    with torch.device("meta"):
+        want = {k: tuple(v.shape) for k, v in Transformer(cfg.model).state_dict().items()}
+    have = checkpoint.weight_shapes(path)
+    differ = [f"{k}: {have.get(k)} here, {v} in the recipe" for k, v in want.items() if have.get(k) != v]
+    if differ or set(have) - set(want):
+        extra = sorted(set(have) - set(want))
+        raise ConfigError(f"init_from {path} holds a different model ({(differ + extra)[0]}"
+                          f"{f', +{len(differ) + len(extra) - 1} more' if len(differ) + len(extra) > 1 else ''}); "
+                          "set the recipe's model to match it")
 
 
 def _choose_attention(cfg: TrainConfig, world: World, device: torch.device, say: Any) -> str:
