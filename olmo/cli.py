@@ -3,7 +3,8 @@
     olmo prepare-data --input docs.jsonl.gz --output data/tokens --tokenizer tokenizer.json
     olmo validate-shards data/tokens
     olmo train recipes/olmo2_60m.yaml --set data.paths=[data/tokens]
-    olmo train --smoke
+    olmo train recipes/olmo2_60m.yaml --model.n_layers=4 --optim.lr 3e-4   # OLMo-core / torchtitan spellings
+    olmo train --smoke --keep runs/smoke --json     # keep the run; one JSON summary on stdout
     torchrun --nproc-per-node 8 -m olmo train recipes/olmo2_1b.yaml      # FSDP2 over 8 GPUs (parallel.dp)
     olmo export-hf runs/olmo/checkpoints/step1000 hf/my-olmo
     olmo import-hf path/to/OLMo-2-0425-1B ckpt/olmo2-1b && olmo train ckpt/olmo2-1b/recipe.yaml --set ...
@@ -25,6 +26,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from olmo import jsonout
 from olmo_doctor.errors import UsageError
 
 if TYPE_CHECKING:
@@ -57,6 +59,7 @@ def parse_count(text: str) -> int:
 
 
 @app.command("prepare-data")
+@jsonout.command
 def prepare_data(
     inputs: Annotated[list[Path], typer.Option("--input", "-i", help=".jsonl (field 'text'), .txt (one document per "
                                                "file), optionally .gz; or directories of them. Repeatable.")],
@@ -72,6 +75,8 @@ def prepare_data(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace shards from a different run in --output.")]
     = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the summary) and nothing "
+                                        "else there; logs go to stderr.")] = False,
 ) -> None:
     """Tokenize documents into headerless token shards that olmo and OLMo-core read (EOS after each document)."""
     from olmo import prepare as P
@@ -86,7 +91,15 @@ def prepare_data(
     files = P.find_inputs(inputs)
     tok = P.load_tokenizer(tokenizer, eos_token)
     if dry_run:
-        raise typer.Exit(_print_dry_run(files, P.dry_run(files, tok, workers), tok.vocab_size, shard_tokens))
+        stats = P.dry_run(files, tok, workers)
+        code = _print_dry_run(files, stats, tok.vocab_size, shard_tokens)
+        if json_:
+            jsonout.emit({"ok": code == 0, "dry_run": True, "files": [
+                {"path": str(f), **({"documents": st.docs, "tokens": st.tokens, "empty": st.empty, "bad_lines": st.bad}
+                                    if (st := stats.get(str(f))) else {"documents": 0, "tokens": 0})}
+                for f in files], "documents": sum(st.docs for st in stats.values()),
+                "tokens": sum(st.tokens for st in stats.values())})
+        raise typer.Exit(code)
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     total = sum(f.stat().st_size for f in files)
@@ -106,8 +119,13 @@ def prepare_data(
         res = P.prepare(files, output, tok, shard_tokens, overwrite, progress, workers)
     n_tok = sum(s.num_tokens for s in res.shards)
     n_docs = sum(s.num_docs for s in res.shards)
+    summary = {"ok": True, "output": str(output), "shards": len(res.shards), "tokens": n_tok, "documents": n_docs,
+               "dtype": dtype_for_vocab(tok.vocab_size), "vocab_size": tok.vocab_size, "eos_id": tok.eos_id,
+               "already_done": res.already_done, "resumed_shards": res.resumed_from or 0}
     if res.already_done:
         out.print(f"{output} is already prepared from these inputs: {len(res.shards)} shards, {n_tok:,} tokens")
+        if json_:
+            jsonout.emit(summary)
         return
     if res.resumed_from:
         out.print(f"resumed an interrupted run: kept {res.resumed_from} finished shard(s)")
@@ -121,6 +139,9 @@ def prepare_data(
     out.print(f"wrote {len(res.shards)} shard(s), {n_tok:,} tokens, {n_docs:,} documents to {output} "
               f"in {res.seconds:.1f}s ({rate:,.0f} tokens/s, {max(res.workers, 1)} worker process(es)); "
               f"dtype {dtype_for_vocab(tok.vocab_size)}, vocab {tok.vocab_size:,}, EOS id {tok.eos_id}")
+    if json_:
+        warnings = {p: {"bad_lines": st.bad, "empty": st.empty} for p, st in res.stats.items() if st.bad or st.empty}
+        jsonout.emit({**summary, "seconds": res.seconds, "tokens_per_s": rate, "skipped": warnings})
 
 
 def _print_dry_run(files: list[Path], stats: dict[str, FileStats], vocab: int, shard_tokens: int) -> int:
@@ -147,10 +168,13 @@ def _print_dry_run(files: list[Path], stats: dict[str, FileStats], vocab: int, s
 
 
 @app.command("validate-shards")
+@jsonout.command
 def validate_shards(
     directory: Annotated[Path, typer.Argument(help="A directory written by `olmo prepare-data` (or dolma).")],
     vocab_size: Annotated[int | None, typer.Option(help="Check ids against this vocab instead of the metadata's "
                                                    "(needed for shards without metadata).", min=1)] = None,
+    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the summary) and nothing "
+                                        "else there; logs go to stderr.")] = False,
 ) -> None:
     """Recount tokens and documents, check ids against the vocabulary, verify checksums; exit 1 on corruption."""
     from rich.table import Table
@@ -170,6 +194,11 @@ def validate_shards(
         table.add_row(r.file, f"{r.num_tokens:,}", f"{r.num_docs:,}" if r.num_docs >= 0 else "-", str(r.max_id), status)
     out.print(table)
     problems = [p for r in reports for p in r.problems]
+    if json_:
+        jsonout.emit({"ok": not problems, "directory": str(directory), "shards": len(reports),
+                      "tokens": sum(r.num_tokens for r in reports), "files": [
+                          {"file": r.file, "tokens": r.num_tokens, "documents": r.num_docs if r.num_docs >= 0 else None,
+                           "max_id": r.max_id, "problems": [str(p) for p in r.problems]} for r in reports]})
     if problems:
         err.print(f"olmo: corrupt: {problems[0]}" + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
         raise typer.Exit(1)
@@ -222,11 +251,13 @@ def _plan_device(device: str) -> str:
 
 
 @app.command("train")
+@jsonout.command
 def train_cmd(
     recipe: Annotated[str | None, typer.Argument(help="A recipe: a .yaml file, a .py file[:function], or the "
                                                  "name of one in recipes/.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", "-s", help="Override a config value, e.g. --set "
-                                                   "optim.lr=3e-4 (repeatable).")] = None,
+                                                   "optim.lr=3e-4 (repeatable). OLMo-core's --optim.lr=3e-4 and "
+                                                   "torchtitan's --optim.lr 3e-4 mean the same.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from run_dir's latest checkpoint (start fresh "
                                          "if there is none).")]
     = False,
@@ -242,17 +273,36 @@ def train_cmd(
     init_from: Annotated[str | None, typer.Option("--init-from", help="Start from the weights of this checkpoint or "
                                                   "run dir (e.g. made by `olmo import-hf`); fresh optimizer and "
                                                   "step 0.")] = None,
+    keep: Annotated[Path | None, typer.Option("--keep", help="With --smoke: run in this directory and keep the data, "
+                                              "run and checkpoint (default: a temp dir, deleted).")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the summary) and nothing "
+                                        "else there; logs go to stderr.")] = False,
 ) -> None:
     """Train a model from a recipe (checks the machine with olmo-doctor first), or run the smoke test."""
     if smoke:
-        if recipe or set_ or resume:
-            raise UsageError("--smoke trains the bundled tiny model; it takes no recipe, --set or --resume")
+        if recipe or resume or init_from:
+            raise UsageError("--smoke trains the bundled tiny model; it takes no recipe, --resume or --init-from "
+                             "(--set changes its config)")
+        if keep is not None and keep.exists() and not keep.is_dir():
+            raise UsageError(f"--keep {keep} is a file; give a directory to keep the smoke run in")
         doctor_gate(_plan_device(device or "auto"), skip_doctor)
+        from olmo.parallel import world_from_env
         from olmo.smoke import run_smoke
 
-        result = run_smoke(device=device, steps=steps, console=out)
-        out.print(("[green]✓[/] " if result.loss_fell else "[red]✗[/] ") + result.verdict())
+        result = run_smoke(device=device, steps=steps, out_dir=keep, console=out, overrides=set_ or [])
+        if world_from_env().is_main:
+            out.print(("[green]✓[/] " if result.loss_fell else "[red]✗[/] ") + result.verdict())
+            if keep is not None:
+                out.print(f"kept the run in {keep}: data/ (shards), run/ (metrics, checkpoint {result.checkpoint})",
+                          markup=False)
+        if json_:
+            jsonout.emit({"ok": result.loss_fell, "smoke": True, "device": result.device, "steps": result.steps,
+                          "losses": result.losses, "eval_loss": result.eval_loss,
+                          "tokens_per_s": result.tokens_per_s, "seconds": result.seconds,
+                          "checkpoint": result.checkpoint, "kept": str(keep) if keep is not None else None})
         raise typer.Exit(0 if result.loss_fell else 1)
+    if keep is not None:
+        raise UsageError("--keep keeps a --smoke run; a recipe's run stays in its run_dir")
     if not recipe:
         raise UsageError("give a recipe (e.g. `olmo train recipes/olmo2_60m.yaml`) or --smoke")
     from olmo.config import validate
@@ -274,6 +324,10 @@ def train_cmd(
         out.print(to_yaml(cfg), markup=False)
         out.print(f"{d['parameters']:,} parameters ({d['non_embedding_parameters']:,} without the embedding), "
                   f"{d['tokens_per_step']:,} tokens per step, {d['flops_per_token']:,} FLOPs per token")
+        if json_:
+            from olmo.recipe import config_to_dict
+
+            jsonout.emit({"ok": True, "dry_run": True, **d, "config": config_to_dict(cfg)})
         return
     doctor_gate(_plan_device(cfg.device), skip_doctor)
     from olmo.train import TrainingFailed, train
@@ -282,13 +336,21 @@ def train_cmd(
         res = train(cfg, resume=resume, console=out)
     except TrainingFailed as e:
         err.print(f"olmo: {e}", markup=False)
+        if json_:
+            jsonout.emit({"ok": False, "error": str(e), "exit_code": 1})
         raise typer.Exit(1) from None
     ev = f", eval loss {res.eval_loss:.4f}" if res.eval_loss is not None else ""
     if world_from_env().is_main:
         out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}")
+    if json_:
+        jsonout.emit({"ok": True, "step": res.step, "loss": res.losses[-1] if res.losses else None,
+                      "eval_loss": res.eval_loss, "tokens_per_s": res.tokens_per_s, "seconds": res.seconds,
+                      "device": res.device, "run_dir": cfg.run_dir,
+                      "checkpoint": str(res.checkpoint) if res.checkpoint else None})
 
 
 @app.command("export-hf")
+@jsonout.command
 def export_hf_cmd(
     checkpoint: Annotated[Path, typer.Argument(help="A checkpoint dir (runs/x/checkpoints/step1000) or a run dir "
                                                "(its latest checkpoint).")],
@@ -298,6 +360,8 @@ def export_hf_cmd(
     dtype: Annotated[str, typer.Option(help="float32 (exact: the master weights) or bfloat16 (half the size).")]
     = "float32",
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing OUT_DIR.")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the summary) and nothing "
+                                        "else there; logs go to stderr.")] = False,
 ) -> None:
     """Write a checkpoint as a Hugging Face model (Olmo2ForCausalLM, or Olmo3ForCausalLM with sliding windows)."""
     import torch
@@ -316,15 +380,21 @@ def export_hf_cmd(
     conf = json.loads((out_dir / "config.json").read_text())
     out.print(f"wrote {conf['architectures'][0]} from {path} to {out_dir} ({dtype}); load it with "
               f"transformers.AutoModelForCausalLM.from_pretrained('{out_dir}')", markup=False)
+    if json_:
+        jsonout.emit({"ok": True, "architecture": conf["architectures"][0], "checkpoint": str(path),
+                      "output": str(out_dir), "dtype": dtype, "files": sorted(p.name for p in out_dir.iterdir())})
 
 
 @app.command("import-hf")
+@jsonout.command
 def import_hf_cmd(
     hf_dir: Annotated[Path, typer.Argument(help="A Hugging Face OLMo 2/3 model folder (config.json + safetensors), "
                                            "e.g. from `hf download allenai/OLMo-2-0425-1B --local-dir DIR`.")],
     out_checkpoint: Annotated[Path, typer.Argument(help="Where to write the checkpoint (with recipe.yaml and "
                                                    "tokenizer.json).")],
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing OUT_CHECKPOINT.")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the summary) and nothing "
+                                        "else there; logs go to stderr.")] = False,
 ) -> None:
     """Turn a Hugging Face OLMo 2/3 model into a checkpoint to fine-tune (`olmo train OUT/recipe.yaml`)."""
     from olmo import hf
@@ -332,18 +402,42 @@ def import_hf_cmd(
     if not hf_dir.is_dir():
         raise UsageError(f"{hf_dir} is not a directory; give a Hugging Face model folder")
     path, model = hf.import_hf(hf_dir, out_checkpoint, overwrite)
+    if json_:
+        jsonout.emit({"ok": True, "checkpoint": str(path), "parameters": model.num_params(),
+                      "layers": model.n_layers, "recipe": str(path / "recipe.yaml"),
+                      "tokenizer": str(path / "tokenizer.json") if (path / "tokenizer.json").is_file() else None})
     out.print(f"wrote {path}: {model.num_params() / 1e6:,.1f}M parameters, {model.n_layers} layers; fine-tune with\n"
               f"  olmo prepare-data -i docs.jsonl -o data/ft -t {path / 'tokenizer.json'}\n"
               f"  olmo train {path / 'recipe.yaml'} --set data.paths=[data/ft]", markup=False)
 
 
+def _train_options() -> set[str]:
+    import typer.main
+
+    group = typer.main.get_command(app)
+    cmd = group.commands["train"]  # type: ignore[attr-defined]
+    return {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+
+
 def main() -> None:
     """Console entry point: bad input becomes one line on stderr and exit code 2, never a traceback."""
+    jsonout.reset()
     try:
-        app()
+        args = sys.argv[1:]
+        if args[:1] == ["train"]:  # OLMo-core's `--a.b=c` and torchtitan's `--a.b c` overrides become --set
+            from olmo.overrides import rewrite
+
+            args = ["train", *rewrite(args[1:], _train_options())]
+        app(args=args, prog_name="olmo")
     except UsageError as e:
         print(f"olmo: {e}", file=sys.stderr)
+        jsonout.emit_error(sys.argv, str(e), 2)
         sys.exit(2)
+    except SystemExit as e:  # a refusal or failure that said why on stderr: a --json caller still gets an object
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if code:
+            jsonout.emit_error(sys.argv, "failed; stderr says why", code)
+        raise
     except KeyboardInterrupt:
         print("olmo: interrupted", file=sys.stderr)
         sys.exit(130)
