@@ -123,9 +123,10 @@ def _gather_rng() -> list[dict[str, Any]]:
 
 
 def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-         train_state: dict[str, Any], keep_last_n: int = 0) -> Path:
+         train_state: dict[str, Any], keep_last_n: int = 0, extra: dict[str, bytes] | None = None) -> Path:
     """Write checkpoint `step` atomically, point `latest` at it, then drop the oldest beyond `keep_last_n`.
-    Collective under torchrun: every rank calls it; rank 0 does the directory work."""
+    Collective under torchrun: every rank calls it; rank 0 does the directory work and writes `extra` (the
+    tokenizer files that travel with the run) beside the tensors."""
     import torch.distributed.checkpoint as dcp
 
     root = run_dir / CHECKPOINTS
@@ -142,6 +143,8 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
         dcp.save(_state_dicts(model, optimizer), storage_writer=writer, no_dist=not dist.is_initialized())
     rngs = _gather_rng()
     if main:
+        for name, data in (extra or {}).items():
+            atomic_write_bytes(tmp / name, data)
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
         state = dict(train_state, step=step, rng=rngs[0], rng_ranks=rngs,
                      saved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=files)

@@ -406,8 +406,12 @@ def import_hf_cmd(
         jsonout.emit({"ok": True, "checkpoint": str(path), "parameters": model.num_params(),
                       "layers": model.n_layers, "recipe": str(path / "recipe.yaml"),
                       "tokenizer": str(path / "tokenizer.json") if (path / "tokenizer.json").is_file() else None})
+    tok = path / "tokenizer.json"
+    if not tok.is_file():  # never point at a file this command did not write
+        err.print(f"[yellow]warning:[/] {hf_dir} has no tokenizer.json, so none was copied; tokenize your data with "
+                  "the model's own tokenizer.json and pass it to `olmo export-hf --tokenizer` later")
     out.print(f"wrote {path}: {model.num_params() / 1e6:,.1f}M parameters, {model.n_layers} layers; fine-tune with\n"
-              f"  olmo prepare-data -i docs.jsonl -o data/ft -t {path / 'tokenizer.json'}\n"
+              f"  olmo prepare-data -i docs.jsonl -o data/ft -t {tok if tok.is_file() else 'MODEL/tokenizer.json'}\n"
               f"  olmo train {path / 'recipe.yaml'} --set data.paths=[data/ft]", markup=False)
 
 

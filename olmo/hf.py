@@ -135,6 +135,7 @@ class TokenizerFiles:
     path: Path  # tokenizer.json
     eos: str | None
     pad: str | None
+    bos: str | None = None
 
 
 def find_tokenizer(state: dict[str, Any], given: Path | None, ckpt: Path | None = None) -> TokenizerFiles:
@@ -159,11 +160,10 @@ def find_tokenizer(state: dict[str, Any], given: Path | None, ckpt: Path | None 
         raise ConfigError("cannot find the tokenizer this checkpoint was trained with (its data manifest is gone); "
                           "pass --tokenizer PATH/tokenizer.json")
     tok = load_tokenizer(given)
-    from tokenizers import Tokenizer
+    from olmo.special_tokens import special_tokens
 
-    raw = Tokenizer.from_file(str(tok.path))
-    pads = [t.content for t in raw.get_added_tokens_decoder().values() if "pad" in t.content.lower()]
-    return TokenizerFiles(tok.path, raw.id_to_token(tok.eos_id), pads[0] if pads else None)
+    found = special_tokens(tok.tokenizer, tok.path)
+    return TokenizerFiles(tok.path, tok.tokenizer.id_to_token(tok.eos_id), found["pad"], found["bos"])
 
 
 def _write_tokenizer(out: Path, tok: TokenizerFiles, max_len: int) -> tuple[int | None, int | None]:
@@ -172,9 +172,9 @@ def _write_tokenizer(out: Path, tok: TokenizerFiles, max_len: int) -> tuple[int 
     shutil.copyfile(tok.path, out / "tokenizer.json")
     raw = Tokenizer.from_file(str(tok.path))
     conf = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_len, "eos_token": tok.eos,
-            "pad_token": tok.pad, "bos_token": None, "clean_up_tokenization_spaces": False}
+            "pad_token": tok.pad, "bos_token": tok.bos, "clean_up_tokenization_spaces": False}
     (out / "tokenizer_config.json").write_text(json.dumps(conf, indent=2) + "\n")
-    special = {k: v for k, v in (("eos_token", tok.eos), ("pad_token", tok.pad)) if v}
+    special = {k: v for k, v in (("bos_token", tok.bos), ("eos_token", tok.eos), ("pad_token", tok.pad)) if v}
     (out / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n")
     ids = (raw.token_to_id(tok.eos) if tok.eos else None, raw.token_to_id(tok.pad) if tok.pad else None)
     return ids
@@ -322,14 +322,15 @@ def import_hf(hf_dir: Path, out: Path, overwrite: bool = False) -> tuple[Path, M
                       data=DataConfig(seq_len=min(4096, model_cfg.max_seq_len)),
                       optim=OptimConfig(lr=1e-5, warmup_steps=100, schedule="linear", final_lr_ratio=0.0),
                       steps=1000, save_interval=250)
-    tok = hf_dir / "tokenizer.json"
+    tok = out / "tokenizer.json" if (hf_dir / "tokenizer.json").is_file() else "MODEL_TOKENIZER.json"
     recipe = (f"# Fine-tune {hf_dir.name} (written by olmo import-hf). lr 1e-5 with a linear decay is a cautious\n"
               f"# starting point, not a tuned value. Tokenize your data with the model's own tokenizer:\n"
-              f"#   olmo prepare-data -i docs.jsonl -o data/ft -t {out / 'tokenizer.json'}\n"
+              f"#   olmo prepare-data -i docs.jsonl -o data/ft -t {tok}\n"
               f"#   olmo train {out / 'recipe.yaml'} --set data.paths=[data/ft]\n" + to_yaml(cfg))
     extra = {"recipe.yaml": recipe.encode()}
-    if tok.is_file():
-        extra["tokenizer.json"] = tok.read_bytes()
+    from olmo import tokenizer_files
+
+    extra.update(tokenizer_files.from_dir(hf_dir))  # tokenizer.json with the tokenizer_config.json naming its tokens
     from olmo.recipe import config_to_dict
 
     state = {"step": 0, "tokens_seen": 0, "world_size": 1, "config": config_to_dict(cfg), "source": str(hf_dir)}

@@ -34,6 +34,7 @@ from olmo.config import ConfigError
 from olmo.fsutil import atomic_write_json, fsync_dir
 from olmo.prepare_pipeline import Encoded, Encoder, WorkerSpec
 from olmo.shards import BLOCK_BYTES, FORMAT, MANIFEST, VERSION, ShardMeta, dtype_for_vocab, read_sidecars, shard_name
+from olmo.special_tokens import special_ids
 
 JOB_FILE = "prepare.json"
 SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".txt", ".txt.gz")
@@ -298,6 +299,8 @@ def write_manifest(out: Path, shards: list[ShardMeta], tok: Tok, job: dict[str, 
     atomic_write_json(out / MANIFEST, {
         "format": FORMAT, "version": VERSION,
         "dtype": dtype_for_vocab(tok.vocab_size), "vocab_size": tok.vocab_size, "eos_id": tok.eos_id,
+        # what OLMo-core's TokenizerConfig asks for besides eos_token_id (null: the tokenizer has no such token)
+        **(special_ids(tok.tokenizer, tok.path) if tok.tokenizer is not None else {"bos_id": None, "pad_id": None}),
         "tokenizer": {"path": str(tok.path), "sha256": tok.sha256},
         "num_tokens": sum(s.num_tokens for s in shards), "num_docs": sum(s.num_docs for s in shards),
         "inputs": job["inputs"], "shard_tokens": job["shard_tokens"],

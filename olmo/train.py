@@ -76,6 +76,7 @@ class Setup:
     tokens_seen: int = 0
     graph: GraphedStep | None = None  # the step replayed as one CUDA graph (cfg.cuda_graph, one GPU)
     say: Any = print
+    carry: dict[str, bytes] = field(default_factory=dict)  # tokenizer files copied into every checkpoint
 
 
 def _seed_everything(seed: int) -> None:
@@ -224,6 +225,11 @@ def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
             path = init_checkpoint(cfg)
             checkpoint.load(path, model, None)
             say(f"initialised the weights from {path} (step 0, fresh optimizer and data order)")
+    if world.is_main:
+        from olmo import tokenizer_files
+
+        s.carry = tokenizer_files.for_run(cfg, ckpt if resume else None,
+                                          checkpoint.resolve(Path(cfg.init_from)) if cfg.init_from else None)
     return s
 
 
@@ -415,7 +421,8 @@ def _train(cfg: TrainConfig, resume: bool, say: Any) -> TrainResult:
             if step % cfg.save_interval == 0 or step == stop:
                 state = {"tokens_seen": s.tokens_seen, "data_loader": s.loader.state_dict(),
                          "config": config_to_dict(cfg), "world_size": s.world.world_size}
-                result.checkpoint = checkpoint.save(run_dir, step, s.model, s.optimizer, state, cfg.keep_last_n)
+                result.checkpoint = checkpoint.save(run_dir, step, s.model, s.optimizer, state, cfg.keep_last_n,
+                                                    extra=s.carry)
                 say(f"saved {result.checkpoint}")
             paused += time.perf_counter() - t_pause
             paused_total += time.perf_counter() - t_pause
