@@ -36,6 +36,14 @@ def main() -> None:
     except RuleError as e:  # a hand-edited rules file: name it, never a traceback
         print(f"olmo-doctor: broken rule file {e}; fix it or restore it with git", file=sys.stderr)
         sys.exit(2)
+    except (ImportError, AttributeError):  # `olmo` may be another distribution's (OD260): name it, else re-raise
+        from olmo_doctor.olmo_clash import clash_line, foreign_origin
+
+        origin = foreign_origin()
+        if origin is None:
+            raise
+        print(f"olmo-doctor: {clash_line(origin)}", file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:
         print("olmo-doctor: interrupted", file=sys.stderr)
         sys.exit(130)
