@@ -37,7 +37,7 @@ app = typer.Typer(
     help="Train OLMo 2/3 models: tokenize documents into shards, validate shards, train (or smoke-test) a model, "
          "convert checkpoints to and from Hugging Face.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion: typer imports its completion modules anyway
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )

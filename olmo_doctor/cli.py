@@ -17,7 +17,7 @@ app = typer.Typer(
     name="olmo-doctor",
     help="Check a machine for training OLMo, explain what is wrong and how to fix it, and build kernels for it.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion: typer imports its completion modules anyway
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
