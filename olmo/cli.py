@@ -100,22 +100,9 @@ def prepare_data(
                 for f in files], "documents": sum(st.docs for st in stats.values()),
                 "tokens": sum(st.tokens for st in stats.values())})
         raise typer.Exit(code)
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+    from olmo.progress import bytes_bar
 
-    total = sum(f.stat().st_size for f in files)
-    with Progress(TextColumn("[bold]tokenizing"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[tok]}"),
-                  TimeRemainingColumn(), console=out, disable=quiet or not out.is_terminal, transient=True) as bar:
-        task = bar.add_task("tokenizing", total=total, tok="")
-        counted = [0]
-        import time
-
-        t0 = time.perf_counter()
-
-        def progress(nbytes: int, ntok: int) -> None:
-            counted[0] += ntok
-            rate = counted[0] / max(time.perf_counter() - t0, 1e-9)
-            bar.update(task, advance=nbytes, tok=f"{counted[0]:,} tokens, {rate:,.0f} tok/s")
-
+    with bytes_bar("tokenizing", sum(f.stat().st_size for f in files), tokens=True, quiet=quiet) as progress:
         res = P.prepare(files, output, tok, shard_tokens, overwrite, progress, workers)
     n_tok = sum(s.num_tokens for s in res.shards)
     n_docs = sum(s.num_docs for s in res.shards)
@@ -179,12 +166,14 @@ def validate_shards(
     """Recount tokens and documents, check ids against the vocabulary, verify checksums; exit 1 on corruption."""
     from rich.table import Table
 
-    from olmo.shards import validate_dir
+    from olmo.progress import bytes_bar
+    from olmo.shards import shard_bytes, validate_dir
 
     if not directory.is_dir():
         raise UsageError(f"{directory} is not a directory")
     try:
-        reports = validate_dir(directory, vocab_size)
+        with bytes_bar("verifying", shard_bytes(directory, vocab_size)) as progress:
+            reports = validate_dir(directory, vocab_size, progress)
     except FileNotFoundError:
         raise UsageError(f"{directory} has no manifest.json or part-*.json metadata; pass --vocab-size N to check "
                          "bare .npy shards") from None
@@ -376,7 +365,10 @@ def export_hf_cmd(
         path = resolve(checkpoint)
     except FileNotFoundError:
         raise UsageError(f"{checkpoint} is not a checkpoint or a run dir with checkpoints") from None
-    hf.export_hf(path, out_dir, tokenizer, dtypes[dtype], overwrite)
+    from olmo.progress import sized_bar
+
+    with sized_bar("writing") as progress:
+        hf.export_hf(path, out_dir, tokenizer, dtypes[dtype], overwrite, progress=progress)
     conf = json.loads((out_dir / "config.json").read_text())
     out.print(f"wrote {conf['architectures'][0]} from {path} to {out_dir} ({dtype}); load it with "
               f"transformers.AutoModelForCausalLM.from_pretrained('{out_dir}')", markup=False)
@@ -401,7 +393,10 @@ def import_hf_cmd(
 
     if not hf_dir.is_dir():
         raise UsageError(f"{hf_dir} is not a directory; give a Hugging Face model folder")
-    path, model = hf.import_hf(hf_dir, out_checkpoint, overwrite)
+    from olmo.progress import sized_bar
+
+    with sized_bar("reading") as progress:
+        path, model = hf.import_hf(hf_dir, out_checkpoint, overwrite, progress=progress)
     if json_:
         jsonout.emit({"ok": True, "checkpoint": str(path), "parameters": model.num_params(),
                       "layers": model.n_layers, "recipe": str(path / "recipe.yaml"),

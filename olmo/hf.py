@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,8 +217,14 @@ def _temp_dir(out: Path) -> Path:
     return tmp
 
 
-def _save_shards(weights: dict[str, torch.Tensor], out: Path, shard_bytes: int) -> None:
+def _save_shards(weights: dict[str, torch.Tensor], out: Path, shard_bytes: int,
+                 progress: Callable[[int], None] | None = None) -> None:
+    """Safetensors files of at most `shard_bytes`; `progress(nbytes)` hears of each file's tensors once written."""
     from safetensors.torch import save_file
+
+    def done(shard: dict[str, torch.Tensor]) -> None:
+        if progress:
+            progress(sum(t.nbytes for t in shard.values()))
 
     shards: list[dict[str, torch.Tensor]] = [{}]
     size = 0
@@ -229,18 +236,22 @@ def _save_shards(weights: dict[str, torch.Tensor], out: Path, shard_bytes: int) 
         size += t.nbytes
     if len(shards) == 1:
         save_file(shards[0], str(out / "model.safetensors"), metadata={"format": "pt"})
+        done(shards[0])
         return
     index: dict[str, Any] = {"metadata": {"total_size": sum(t.nbytes for t in weights.values())}, "weight_map": {}}
     for i, shard in enumerate(shards, 1):
         fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
         save_file(shard, str(out / fname), metadata={"format": "pt"})
+        done(shard)
         index["weight_map"].update(dict.fromkeys(shard, fname))
     (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
 
 
 def export_hf(ckpt: Path, out: Path, tokenizer: Path | None = None, dtype: torch.dtype = torch.float32,
-              overwrite: bool = False, shard_bytes: int = SHARD_BYTES) -> Path:
-    """Write the checkpoint `ckpt` (or a run dir's latest) as a Hugging Face model folder at `out`."""
+              overwrite: bool = False, shard_bytes: int = SHARD_BYTES,
+              progress: Callable[[int, int], None] | None = None) -> Path:
+    """Write the checkpoint `ckpt` (or a run dir's latest) as a Hugging Face model folder at `out`.
+    `progress(nbytes, total)` follows the weights written (total: all of them, in `dtype`)."""
     from olmo.recipe import from_dict
 
     path = checkpoint.resolve(ckpt)
@@ -265,7 +276,9 @@ def export_hf(ckpt: Path, out: Path, tokenizer: Path | None = None, dtype: torch
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         gen = {"eos_token_id": eos_id, "pad_token_id": pad_id}
         (tmp / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
-        _save_shards({to_hf_key(k): v.contiguous() for k, v in weights.items()}, tmp, shard_bytes)
+        total = sum(v.nbytes for v in weights.values())
+        _save_shards({to_hf_key(k): v.contiguous() for k, v in weights.items()}, tmp, shard_bytes,
+                     (lambda n: progress(n, total)) if progress else None)
         _publish(tmp, out, overwrite)
     finally:
         if tmp.exists():
@@ -274,7 +287,8 @@ def export_hf(ckpt: Path, out: Path, tokenizer: Path | None = None, dtype: torch
 
 
 # ---------------------------------------------------------------------------------------------------- import
-def _read_hf_weights(hf_dir: Path) -> dict[str, torch.Tensor]:
+def _read_hf_weights(hf_dir: Path, progress: Callable[[int, int], None] | None = None) -> dict[str, torch.Tensor]:
+    """Every tensor of the folder's safetensors files; `progress(nbytes, total)` after each file is read."""
     from safetensors.torch import load_file
 
     index = hf_dir / "model.safetensors.index.json"
@@ -284,12 +298,16 @@ def _read_hf_weights(hf_dir: Path) -> dict[str, torch.Tensor]:
         raise ConfigError(f"{hf_dir} has no safetensors weights ({', '.join(files)}); download them (e.g. "
                           "`hf download MODEL --local-dir DIR`) or convert .bin weights to safetensors first")
     weights: dict[str, torch.Tensor] = {}
+    total = sum((hf_dir / f).stat().st_size for f in files)
     for f in files:
         weights.update(load_file(str(hf_dir / f)))
+        if progress:
+            progress((hf_dir / f).stat().st_size, total)
     return weights
 
 
-def import_hf(hf_dir: Path, out: Path, overwrite: bool = False) -> tuple[Path, ModelConfig]:
+def import_hf(hf_dir: Path, out: Path, overwrite: bool = False,
+              progress: Callable[[int, int], None] | None = None) -> tuple[Path, ModelConfig]:
     """Turn a Hugging Face OLMo 2/3 folder into a weights-only checkpoint at `out` (fp32 master weights), with
     its tokenizer.json and a recipe.yaml that fine-tunes from it (`init_from` set)."""
     from olmo.model import Transformer
@@ -304,7 +322,7 @@ def import_hf(hf_dir: Path, out: Path, overwrite: bool = False) -> tuple[Path, M
     with torch.device("meta"):
         expected = {k: v.shape for k, v in Transformer(model_cfg).state_dict().items()}
     weights: dict[str, torch.Tensor] = {}
-    for name, t in _read_hf_weights(hf_dir).items():
+    for name, t in _read_hf_weights(hf_dir, progress).items():
         if name.endswith("rotary_emb.inv_freq"):  # a buffer some older exports carry; recomputed from rope_theta
             continue
         try:

@@ -232,7 +232,7 @@ def _count(stats: dict[str, FileStats], inputs: list[Path], r: Encoded, docs: in
 def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrite: bool = False,
             progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> PrepareResult:
     """Tokenize `inputs` into shards in `out` with `workers` processes (default: all usable CPUs).
-    `progress(bytes_read, tokens_written)` gets increments."""
+    `progress(input_bytes_done, tokens_written)` gets increments; the bytes add up to the inputs' total size."""
     t0 = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     job = job_fingerprint(inputs, tok, shard_tokens)
@@ -268,8 +268,8 @@ def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrit
             _count(stats, inputs, r, len(ends), flat.size)
             new_tokens += flat.size
             cpu_s += r.cpu_s
-            if progress:
-                progress(0, flat.size)
+            if progress:  # bytes and tokens counted as written, so 100% means done
+                progress(r.nbytes, flat.size)
             first = 0  # first document of this task not yet written
             while first < len(ends):
                 if writer is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -215,9 +216,23 @@ def validate_bare(directory: Path, meta: ShardMeta) -> ShardReport:
     return rep
 
 
-def validate_dir(directory: Path, vocab_size: int | None = None) -> list[ShardReport]:
-    """Validate every shard in `directory` (raises FileNotFoundError when there are none)."""
+def validate_dir(directory: Path, vocab_size: int | None = None,
+                 progress: Callable[[int], None] | None = None) -> list[ShardReport]:
+    """Validate every shard in `directory` (raises FileNotFoundError when there are none); `progress(nbytes)`
+    hears of each shard's bytes once that shard is checked."""
     metas = shard_metas(directory, vocab_size)
     if not metas:
         raise FileNotFoundError(directory)
-    return [validate_shard(directory, m, vocab_size) if m.sha256 else validate_bare(directory, m) for m in metas]
+    reports = []
+    for m in metas:
+        reports.append(validate_shard(directory, m, vocab_size) if m.sha256 else validate_bare(directory, m))
+        if progress:
+            path = directory / m.file
+            progress(path.stat().st_size if path.is_file() else 0)
+    return reports
+
+
+def shard_bytes(directory: Path, vocab_size: int | None = None) -> int:
+    """The bytes validate_dir will read (for a progress bar's total)."""
+    return sum((directory / m.file).stat().st_size for m in shard_metas(directory, vocab_size)
+               if (directory / m.file).is_file())
