@@ -221,10 +221,9 @@ def verify(path: Path) -> str | None:
 
 
 def _reader(path: Path) -> Any:
-    """DCP's reader for `path`; OLMo-core's weights directory needs one that understands its metadata."""
-    import torch.distributed.checkpoint as dcp
-
-    return core.reader(path) if path.name == core.MODEL_AND_OPTIM else dcp.FileSystemReader(path)
+    """DCP's reader for `path`, unpickling `.metadata` through an allowlist (olmo_core_compat.reader): a
+    checkpoint from elsewhere cannot run code when it is opened, and OLMo-core's metadata reads too."""
+    return core.reader(path)
 
 
 def _dcp_load(state_dict: dict[str, Any], path: Path) -> None:

@@ -126,7 +126,7 @@ def model_config_dict(core: dict[str, Any]) -> dict[str, Any]:
                            "n_heads": attn.get("n_heads", 16), "qk_norm": attn.get("qk_norm") is not None}
     for ours, value in (("n_kv_heads", attn.get("n_kv_heads")), ("head_dim", attn.get("head_dim")),
                         ("mlp_hidden", ff.get("hidden_size")), ("rope_theta", _get(attn, "rope", "theta")),
-                        ("norm_eps", _get(block, "layer_norm", "eps")), ("init_std", core.get("init_std"))):
+                        ("norm_eps", _get(block, "layer_norm", "eps"))):  # not init_std: weights are loaded
         if value is not None:
             out[ours] = value
     swa = attn.get("sliding_window")
@@ -160,33 +160,66 @@ def train_state(path: Path) -> dict[str, Any]:
     return {"step": step_of(path), "format": "olmo-core", "config": {"model": model} if model is not None else {}}
 
 
-# OLMo-core's DCP writer pickles its own storage-info class into `.metadata` (same fields as torch's, minus the
-# newer `transform_descriptors`), so torch's reader alone cannot open its checkpoints, and unpickling would need
-# olmo_core installed. The reader below maps that one class to torch's; everything else unpickles as usual.
+# DCP keeps a checkpoint's index in `.metadata`, a pickle, and unpickling may run any code the file names. The
+# reader below unpickles only what DCP metadata holds (its own dataclasses, torch.Size, dtypes, layouts, a path),
+# so a checkpoint from elsewhere cannot run code when it is opened; anything else is refused with its name.
+# OLMo-core's writer pickles its own storage-info class (torch's fields, minus the newer
+# `transform_descriptors`): it is mapped to torch's, so OLMo-core need not be installed to read its checkpoints.
 _CORE_STORAGE_INFO = ("olmo_core.distributed.checkpoint.filesystem", "_StorageInfo")
+_DCP_MODULES = ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem",
+                "torch.distributed.checkpoint._extension")
+_ALLOWED = {("torch.serialization", "_get_layout"), ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"),
+            ("pathlib", "WindowsPath"), ("pathlib", "PureWindowsPath"), ("collections", "OrderedDict"),
+            ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice"), ("copyreg", "__newobj__"),
+            ("copyreg", "_reconstructor"), ("builtins", "object")}
+
+
+def _safe_class(module: str, name: str) -> Any:
+    import importlib
+
+    import torch
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+
+    from olmo.config import ConfigError
+
+    if (module, name) == _CORE_STORAGE_INFO:
+        return _StorageInfo
+    if module == "torch":
+        value = getattr(torch, name, None)
+        if value is torch.Size or isinstance(value, torch.dtype | torch.layout | torch.memory_format):
+            return value
+    elif module in _DCP_MODULES and not name.startswith("__"):
+        value = getattr(importlib.import_module(module), name, None)
+        if isinstance(value, type):  # its dataclasses and enums, never a function
+            return value
+    elif (module, name) in _ALLOWED:
+        return getattr(importlib.import_module(module), name)
+    raise ConfigError(f"checkpoint metadata names {module}.{name}, which DCP metadata never holds; refusing to "
+                      "load it (it could run code): use a checkpoint written by olmo or OLMo-core")
 
 
 def reader(dcp_dir: Path) -> Any:
-    """A torch FileSystemReader for a DCP directory OLMo-core wrote (works for torch-written ones too)."""
+    """A torch FileSystemReader for a DCP directory (ours or OLMo-core's) that unpickles `.metadata` safely."""
     import pickle
 
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.filesystem import _StorageInfo
     from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 
     class _Unpickler(pickle.Unpickler):
         def find_class(self, module: str, name: str) -> Any:
-            if (module, name) == _CORE_STORAGE_INFO:
-                return _StorageInfo
-            return super().find_class(module, name)
+            return _safe_class(module, name)
 
-    class _CoreReader(dcp.FileSystemReader):
+    class _SafeReader(dcp.FileSystemReader):
         def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
             with open(Path(self.path) / ".metadata", "rb") as f:
-                metadata: Metadata = _Unpickler(f).load()
+                metadata = _Unpickler(f).load()
+            if not isinstance(metadata, Metadata):
+                from olmo.config import ConfigError
+
+                raise ConfigError(f"{self.path}/.metadata is not DCP metadata ({type(metadata).__name__})")
             if getattr(metadata, "storage_meta", None) is None:
                 metadata.storage_meta = StorageMeta()
             metadata.storage_meta.load_id = self.load_id  # type: ignore[union-attr]
             return metadata
 
-    return _CoreReader(dcp_dir)
+    return _SafeReader(dcp_dir)

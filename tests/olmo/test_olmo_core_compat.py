@@ -43,7 +43,7 @@ def test_olmo_core_model_config_translates_and_refuses_other_models() -> None:
                       "feed_forward": {"hidden_size": 96}}}
     got = core.model_config_dict(conf)
     assert got == {"d_model": 64, "n_layers": 3, "vocab_size": 768, "n_heads": 4, "qk_norm": True, "n_kv_heads": 2,
-                   "head_dim": 8, "mlp_hidden": 96, "rope_theta": 10000, "norm_eps": 1e-5, "init_std": 0.02,
+                   "head_dim": 8, "mlp_hidden": 96, "rope_theta": 10000, "norm_eps": 1e-5,
                    "sliding_window": [32, -1], "swa_full_first_layer": False, "swa_full_last_layer": True}
     for bad in ({"block": {"name": "moe"}}, {"tie_word_embeddings": True}, {"block": {"feed_forward": {"bias": True}}}):
         with pytest.raises(ValueError):
@@ -155,3 +155,32 @@ def test_init_from_olmo_core_refuses_a_different_model(
     code, out, err = cli(*args)  # the right shapes: it trains
     assert code == 0, err
     assert f"initialised the weights from {step}" in out
+
+
+class _Payload:
+    """Unpickling this opens (creates) the marker file: what a booby-trapped `.metadata` could do."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return (open, (str(self.marker), "w"))
+
+
+@pytest.mark.parametrize("layout", ["olmo-core", "ours"])
+def test_a_booby_trapped_metadata_pickle_never_runs(layout: str, tmp_path: Path,
+                                                    cli: Callable[..., tuple[int, str, str]]) -> None:
+    import pickle
+
+    marker = tmp_path / "pwned"
+    ck = tmp_path / "save" / "step3"
+    dcp_dir = ck / core.MODEL_AND_OPTIM if layout == "olmo-core" else ck
+    dcp_dir.mkdir(parents=True)
+    (dcp_dir / ".metadata").write_bytes(pickle.dumps(_Payload(marker)))
+    (ck / core.CONFIG_JSON).write_text(json.dumps({"model": {"d_model": 32, "n_layers": 1, "vocab_size": 768}}))
+    if layout == "ours":
+        (ck / checkpoint.TRAIN_STATE).write_text(json.dumps({"step": 3, "config": {"model": {
+            "d_model": 32, "n_layers": 1, "n_heads": 4, "vocab_size": 768}}}))
+    code, _, err = cli("export-hf", str(ck), str(tmp_path / "hf"), "--tokenizer", str(TOKENIZER_PATH))
+    assert code == 2 and "io.open" in err and "refusing to load it" in err, err
+    assert len(err.strip().splitlines()) == 1 and not marker.exists() and not (tmp_path / "hf").exists()
