@@ -3,6 +3,7 @@
     olmo train R --set model.n_layers=4      # ours
     olmo train R --model.n_layers=4          # OLMo-core's scripts (`--a.b=c`)
     olmo train R --model.n_layers 4          # torchtitan's (`--a.b c`); a flag with no value means true
+                                             # (a recipe file after it is the recipe, not its value)
 
 A dotted option name is never one of our own options, so every `--a.b...` token is an override; so is a
 top-level config key in its own spelling (`--run_dir=x`, `--global_batch_size 64`) when no option of ours has
@@ -21,6 +22,11 @@ def _top_level_keys() -> set[str]:
     from olmo.config import TrainConfig
 
     return {f.name for f in dataclasses.fields(TrainConfig)}
+
+
+def _is_recipe(token: str) -> bool:
+    """The recipe argument, which a bare flag before it (`--compile.enable r.yaml`) must not swallow."""
+    return token.endswith((".yaml", ".yml", ".py")) or ".py:" in token
 
 
 def rewrite(args: list[str], own_options: set[str]) -> list[str]:
@@ -45,7 +51,7 @@ def rewrite(args: list[str], own_options: set[str]) -> list[str]:
             continue
         value = m.group(2)
         if value is None:
-            if i + 1 < len(args) and not args[i + 1].startswith("--"):
+            if i + 1 < len(args) and not args[i + 1].startswith("--") and not _is_recipe(args[i + 1]):
                 value = args[i + 1]
                 i += 1
             else:

@@ -34,6 +34,8 @@ def test_rewrite_turns_every_spelling_into_set() -> None:
         "r.yaml", "--set", "model.n_layers=4", "--set", "optim.lr=3e-4", "--set", "data.paths=[a,b]",
         "--set", "compile.enable=true", "--steps", "5", "--set", "--looks.like=an option", "--set", "run_dir=x",
         "--set", "sliding.window=-1", "--set", "opt.name=a=b"]
+    assert rewrite(["--compile.enable", "r.yaml", "--x.y", "recipes/a.py:f"], OWN) == [
+        "--set", "compile.enable=true", "r.yaml", "--set", "x.y=true", "recipes/a.py:f"]
     # our own options, unknown undotted options and everything after `--` are left to the parser
     assert rewrite(["--device=cpu", "--bogus=1", "--", "--a.b=c"], OWN) == ["--device=cpu", "--bogus=1", "--",
                                                                             "--a.b=c"]
