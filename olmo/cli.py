@@ -26,7 +26,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from olmo import jsonout
+from olmo import jsonout, summaries
 from olmo_doctor.errors import UsageError
 
 if TYPE_CHECKING:
@@ -41,6 +41,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+# --json on the commands a script runs (olmo/jsonout.py): one object on stdout, made in olmo/summaries.py
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the summary) and nothing "
+                                        "else there; logs go to stderr.")]
 out = Console(highlight=False, soft_wrap=True)  # log lines stay whole in files and pipes
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -75,8 +78,7 @@ def prepare_data(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace shards from a different run in --output.")]
     = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the summary) and nothing "
-                                        "else there; logs go to stderr.")] = False,
+    json_: JsonFlag = False,
 ) -> None:
     """Tokenize documents into headerless token shards that olmo and OLMo-core read (EOS after each document)."""
     from olmo import prepare as P
@@ -94,11 +96,7 @@ def prepare_data(
         stats = P.dry_run(files, tok, workers)
         code = _print_dry_run(files, stats, tok.vocab_size, shard_tokens)
         if json_:
-            jsonout.emit({"ok": code == 0, "dry_run": True, "files": [
-                {"path": str(f), **({"documents": st.docs, "tokens": st.tokens, "empty": st.empty, "bad_lines": st.bad}
-                                    if (st := stats.get(str(f))) else {"documents": 0, "tokens": 0})}
-                for f in files], "documents": sum(st.docs for st in stats.values()),
-                "tokens": sum(st.tokens for st in stats.values())})
+            jsonout.emit(summaries.dry_run(files, stats, code == 0))
         raise typer.Exit(code)
     from olmo.progress import bytes_bar
 
@@ -106,13 +104,10 @@ def prepare_data(
         res = P.prepare(files, output, tok, shard_tokens, overwrite, progress, workers)
     n_tok = sum(s.num_tokens for s in res.shards)
     n_docs = sum(s.num_docs for s in res.shards)
-    summary = {"ok": True, "output": str(output), "shards": len(res.shards), "tokens": n_tok, "documents": n_docs,
-               "dtype": dtype_for_vocab(tok.vocab_size), "vocab_size": tok.vocab_size, "eos_id": tok.eos_id,
-               "already_done": res.already_done, "resumed_shards": res.resumed_from or 0}
     if res.already_done:
         out.print(f"{output} is already prepared from these inputs: {len(res.shards)} shards, {n_tok:,} tokens")
         if json_:
-            jsonout.emit(summary)
+            jsonout.emit(summaries.prepared(output, res, tok))
         return
     if res.resumed_from:
         out.print(f"resumed an interrupted run: kept {res.resumed_from} finished shard(s)")
@@ -127,8 +122,7 @@ def prepare_data(
               f"in {res.seconds:.1f}s ({rate:,.0f} tokens/s, {max(res.workers, 1)} worker process(es)); "
               f"dtype {dtype_for_vocab(tok.vocab_size)}, vocab {tok.vocab_size:,}, EOS id {tok.eos_id}")
     if json_:
-        warnings = {p: {"bad_lines": st.bad, "empty": st.empty} for p, st in res.stats.items() if st.bad or st.empty}
-        jsonout.emit({**summary, "seconds": res.seconds, "tokens_per_s": rate, "skipped": warnings})
+        jsonout.emit(summaries.prepared(output, res, tok))
 
 
 def _print_dry_run(files: list[Path], stats: dict[str, FileStats], vocab: int, shard_tokens: int) -> int:
@@ -160,8 +154,7 @@ def validate_shards(
     directory: Annotated[Path, typer.Argument(help="A directory written by `olmo prepare-data` (or dolma).")],
     vocab_size: Annotated[int | None, typer.Option(help="Check ids against this vocab instead of the metadata's "
                                                    "(needed for shards without metadata).", min=1)] = None,
-    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the summary) and nothing "
-                                        "else there; logs go to stderr.")] = False,
+    json_: JsonFlag = False,
 ) -> None:
     """Recount tokens and documents, check ids against the vocabulary, verify checksums; exit 1 on corruption."""
     from rich.table import Table
@@ -184,10 +177,7 @@ def validate_shards(
     out.print(table)
     problems = [p for r in reports for p in r.problems]
     if json_:
-        jsonout.emit({"ok": not problems, "directory": str(directory), "shards": len(reports),
-                      "tokens": sum(r.num_tokens for r in reports), "files": [
-                          {"file": r.file, "tokens": r.num_tokens, "documents": r.num_docs if r.num_docs >= 0 else None,
-                           "max_id": r.max_id, "problems": [str(p) for p in r.problems]} for r in reports]})
+        jsonout.emit(summaries.validated(directory, reports))
     if problems:
         err.print(f"olmo: corrupt: {problems[0]}" + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
         raise typer.Exit(1)
@@ -264,8 +254,7 @@ def train_cmd(
                                                   "step 0.")] = None,
     keep: Annotated[Path | None, typer.Option("--keep", help="With --smoke: run in this directory and keep the data, "
                                               "run and checkpoint (default: a temp dir, deleted).")] = None,
-    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the summary) and nothing "
-                                        "else there; logs go to stderr.")] = False,
+    json_: JsonFlag = False,
 ) -> None:
     """Train a model from a recipe (checks the machine with olmo-doctor first), or run the smoke test."""
     if smoke:
@@ -285,10 +274,7 @@ def train_cmd(
                 out.print(f"kept the run in {keep}: data/ (shards), run/ (metrics, checkpoint {result.checkpoint})",
                           markup=False)
         if json_:
-            jsonout.emit({"ok": result.loss_fell, "smoke": True, "device": result.device, "steps": result.steps,
-                          "losses": result.losses, "eval_loss": result.eval_loss,
-                          "tokens_per_s": result.tokens_per_s, "seconds": result.seconds,
-                          "checkpoint": result.checkpoint, "kept": str(keep) if keep is not None else None})
+            jsonout.emit(summaries.smoke(result, keep))
         raise typer.Exit(0 if result.loss_fell else 1)
     if keep is not None:
         raise UsageError("--keep keeps a --smoke run; a recipe's run stays in its run_dir")
@@ -314,9 +300,7 @@ def train_cmd(
         out.print(f"{d['parameters']:,} parameters ({d['non_embedding_parameters']:,} without the embedding), "
                   f"{d['tokens_per_step']:,} tokens per step, {d['flops_per_token']:,} FLOPs per token")
         if json_:
-            from olmo.recipe import config_to_dict
-
-            jsonout.emit({"ok": True, "dry_run": True, **d, "config": config_to_dict(cfg)})
+            jsonout.emit(summaries.planned(cfg, d))
         return
     doctor_gate(_plan_device(cfg.device), skip_doctor)
     from olmo.train import TrainingFailed, train
@@ -332,10 +316,7 @@ def train_cmd(
     if world_from_env().is_main:
         out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}")
     if json_:
-        jsonout.emit({"ok": True, "step": res.step, "loss": res.losses[-1] if res.losses else None,
-                      "eval_loss": res.eval_loss, "tokens_per_s": res.tokens_per_s, "seconds": res.seconds,
-                      "device": res.device, "run_dir": cfg.run_dir,
-                      "checkpoint": str(res.checkpoint) if res.checkpoint else None})
+        jsonout.emit(summaries.trained(cfg, res))
 
 
 @app.command("export-hf")
@@ -349,8 +330,7 @@ def export_hf_cmd(
     dtype: Annotated[str, typer.Option(help="float32 (exact: the master weights) or bfloat16 (half the size).")]
     = "float32",
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing OUT_DIR.")] = False,
-    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the summary) and nothing "
-                                        "else there; logs go to stderr.")] = False,
+    json_: JsonFlag = False,
 ) -> None:
     """Write a checkpoint as a Hugging Face model (Olmo2ForCausalLM, or Olmo3ForCausalLM with sliding windows)."""
     import torch
@@ -373,8 +353,7 @@ def export_hf_cmd(
     out.print(f"wrote {conf['architectures'][0]} from {path} to {out_dir} ({dtype}); load it with "
               f"transformers.AutoModelForCausalLM.from_pretrained('{out_dir}')", markup=False)
     if json_:
-        jsonout.emit({"ok": True, "architecture": conf["architectures"][0], "checkpoint": str(path),
-                      "output": str(out_dir), "dtype": dtype, "files": sorted(p.name for p in out_dir.iterdir())})
+        jsonout.emit(summaries.exported(path, out_dir, conf["architectures"][0], dtype))
 
 
 @app.command("import-hf")
@@ -385,8 +364,7 @@ def import_hf_cmd(
     out_checkpoint: Annotated[Path, typer.Argument(help="Where to write the checkpoint (with recipe.yaml and "
                                                    "tokenizer.json).")],
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing OUT_CHECKPOINT.")] = False,
-    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the summary) and nothing "
-                                        "else there; logs go to stderr.")] = False,
+    json_: JsonFlag = False,
 ) -> None:
     """Turn a Hugging Face OLMo 2/3 model into a checkpoint to fine-tune (`olmo train OUT/recipe.yaml`)."""
     from olmo import hf
@@ -398,9 +376,7 @@ def import_hf_cmd(
     with sized_bar("reading") as progress:
         path, model = hf.import_hf(hf_dir, out_checkpoint, overwrite, progress=progress)
     if json_:
-        jsonout.emit({"ok": True, "checkpoint": str(path), "parameters": model.num_params(),
-                      "layers": model.n_layers, "recipe": str(path / "recipe.yaml"),
-                      "tokenizer": str(path / "tokenizer.json") if (path / "tokenizer.json").is_file() else None})
+        jsonout.emit(summaries.imported(path, model))
     tok = path / "tokenizer.json"
     if not tok.is_file():  # never point at a file this command did not write
         err.print(f"[yellow]warning:[/] {hf_dir} has no tokenizer.json, so none was copied; tokenize your data with "
