@@ -324,6 +324,21 @@ def weight_shapes(path: Path) -> dict[str, tuple[int, ...]]:
     return out
 
 
+def shape_mismatch(path: Path, model_cfg: Any) -> str | None:
+    """None when the checkpoint's weights have exactly the shapes `model_cfg` (a ModelConfig) gives, else the
+    first difference (and how many more)."""
+    from olmo.model import Transformer
+
+    with torch.device("meta"):
+        want = {k: tuple(v.shape) for k, v in Transformer(model_cfg).state_dict().items()}
+    have = weight_shapes(path)
+    differ = [f"{k}: {have.get(k)} here, {v} in the config" for k, v in want.items() if have.get(k) != v]
+    differ += [f"{k}: not in the config" for k in sorted(set(have) - set(want))]
+    if not differ:
+        return None
+    return differ[0] + (f", +{len(differ) - 1} more" if len(differ) > 1 else "")
+
+
 def save_weights(path: Path, weights: dict[str, torch.Tensor], train_state: dict[str, Any],
                  extra: dict[str, bytes] | None = None, overwrite: bool = False) -> None:
     """Write a weights-only checkpoint (no optimizer state) at `path`, plus `extra` files, atomically (a temp dir

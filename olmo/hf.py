@@ -268,6 +268,9 @@ def export_hf(ckpt: Path, out: Path, tokenizer: Path | None = None, dtype: torch
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} already exists; pass --overwrite or choose another output directory")
     tok = find_tokenizer(state, tokenizer, path)
+    problem = checkpoint.shape_mismatch(path, model_cfg)
+    if problem:  # e.g. an edited config.json beside OLMo-core's weights: HF would load it wrongly or not at all
+        raise ConfigError(f"{path}: the weights do not fit the model config ({problem})")
     weights = checkpoint.load_model_state(path, dtype)
     tmp = _temp_dir(out)
     try:

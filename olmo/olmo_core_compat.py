@@ -211,11 +211,17 @@ def reader(dcp_dir: Path) -> Any:
 
     class _SafeReader(dcp.FileSystemReader):
         def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
-            with open(Path(self.path) / ".metadata", "rb") as f:
-                metadata = _Unpickler(f).load()
-            if not isinstance(metadata, Metadata):
-                from olmo.config import ConfigError
+            from olmo.config import ConfigError
 
+            try:
+                with open(Path(self.path) / ".metadata", "rb") as f:
+                    metadata = _Unpickler(f).load()
+            except ConfigError:
+                raise
+            except Exception as e:  # truncated or garbage bytes: pickle raises many types
+                raise ConfigError(f"{self.path}/.metadata is damaged ({type(e).__name__}: {e}); pick another "
+                                  "checkpoint") from None
+            if not isinstance(metadata, Metadata):
                 raise ConfigError(f"{self.path}/.metadata is not DCP metadata ({type(metadata).__name__})")
             if getattr(metadata, "storage_meta", None) is None:
                 metadata.storage_meta = StorageMeta()

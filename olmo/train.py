@@ -153,17 +153,9 @@ def init_checkpoint(cfg: TrainConfig) -> Path:
 
 
 def _check_shapes(path: Path, cfg: TrainConfig) -> None:
-    from olmo.model import Transformer
-
-    with torch.device("meta"):
-        want = {k: tuple(v.shape) for k, v in Transformer(cfg.model).state_dict().items()}
-    have = checkpoint.weight_shapes(path)
-    differ = [f"{k}: {have.get(k)} here, {v} in the recipe" for k, v in want.items() if have.get(k) != v]
-    if differ or set(have) - set(want):
-        extra = sorted(set(have) - set(want))
-        raise ConfigError(f"init_from {path} holds a different model ({(differ + extra)[0]}"
-                          f"{f', +{len(differ) + len(extra) - 1} more' if len(differ) + len(extra) > 1 else ''}); "
-                          "set the recipe's model to match it")
+    problem = checkpoint.shape_mismatch(path, cfg.model)
+    if problem:
+        raise ConfigError(f"init_from {path} holds a different model ({problem}); set the recipe's model to match it")
 
 
 def _choose_attention(cfg: TrainConfig, world: World, device: torch.device, say: Any) -> str:

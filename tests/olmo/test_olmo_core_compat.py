@@ -71,6 +71,18 @@ def test_a_damaged_olmo_core_config_is_one_line(tmp_path: Path, cli: Callable[..
     assert not (tmp_path / "hf").exists()
 
 
+@pytest.mark.parametrize("garbage", [b"", b"x" * 7, b"\x80\x04\x95junk"], ids=["empty", "text", "truncated"])
+def test_damaged_olmo_core_metadata_is_one_line(garbage: bytes, tmp_path: Path,
+                                                cli: Callable[..., tuple[int, str, str]]) -> None:
+    ck = tmp_path / "step1"
+    (ck / core.MODEL_AND_OPTIM).mkdir(parents=True)
+    (ck / core.MODEL_AND_OPTIM / ".metadata").write_bytes(garbage)
+    (ck / core.CONFIG_JSON).write_text(json.dumps({"model": {"d_model": 32, "n_layers": 1, "vocab_size": 768}}))
+    code, _, err = cli("export-hf", str(ck), str(tmp_path / "hf"), "--tokenizer", str(TOKENIZER_PATH))
+    assert code == 2 and ".metadata is damaged" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "hf").exists()
+
+
 @pytest.mark.slow
 def test_olmo_core_checkpoint_round_trips_through_olmo(
     tiny_data: Path, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
@@ -151,7 +163,7 @@ def test_init_from_olmo_core_refuses_a_different_model(
     assert code == 2 and "holds a different model" in err and "blocks.2" in err, err
     assert not (tmp_path / "run" / "checkpoints").exists()
     code, out, err = cli(*args, "--set", "model.mlp_hidden=96")
-    assert code == 2 and "feed_forward.w1.weight: (64, 32) here, (96, 32) in the recipe" in err, err
+    assert code == 2 and "feed_forward.w1.weight: (64, 32) here, (96, 32) in the config" in err, err
     code, out, err = cli(*args)  # the right shapes: it trains
     assert code == 0, err
     assert f"initialised the weights from {step}" in out
@@ -184,3 +196,25 @@ def test_a_booby_trapped_metadata_pickle_never_runs(layout: str, tmp_path: Path,
     code, _, err = cli("export-hf", str(ck), str(tmp_path / "hf"), "--tokenizer", str(TOKENIZER_PATH))
     assert code == 2 and "io.open" in err and "refusing to load it" in err, err
     assert len(err.strip().splitlines()) == 1 and not marker.exists() and not (tmp_path / "hf").exists()
+
+
+def test_export_refuses_a_config_json_that_does_not_fit_the_weights(tmp_path: Path,
+                                                                   cli: Callable[..., tuple[int, str, str]]) -> None:
+    from olmo.config import ModelConfig
+    from olmo.model import Transformer
+
+    step = tmp_path / "save" / "step9"
+    model = Transformer(ModelConfig(d_model=32, n_layers=2, n_heads=4, mlp_hidden=64, vocab_size=768))
+    checkpoint.save_weights(step / core.MODEL_AND_OPTIM, model.state_dict(), {})
+    (step / core.MODEL_AND_OPTIM / checkpoint.TRAIN_STATE).unlink()
+    conf = {"d_model": 32, "n_layers": 3, "vocab_size": 768, "block": {"sequence_mixer": {"n_heads": 4, "qk_norm": {}},
+                                                                        "feed_forward": {"hidden_size": 64}}}
+    (step / core.CONFIG_JSON).write_text(json.dumps({"model": conf}))
+    args = ("export-hf", str(tmp_path / "save"), str(tmp_path / "hf"), "--tokenizer", str(TOKENIZER_PATH))
+    code, _, err = cli(*args)
+    assert code == 2 and "do not fit the model config" in err and "blocks.2" in err, err
+    assert not (tmp_path / "hf").exists()
+    conf["n_layers"] = 2
+    (step / core.CONFIG_JSON).write_text(json.dumps({"model": conf}))
+    code, _, err = cli(*args)
+    assert code == 0, err
