@@ -42,6 +42,16 @@ def olmo_main() -> None:
     if origin is not None:
         print(f"olmo: {clash_line(origin)}", file=sys.stderr)
         sys.exit(2)
-    from olmo.cli import main
+    try:
+        from olmo.cli import main
+    except ImportError as e:  # ai2-olmo installed over our files in the same site-packages: same origin, broken
+        from importlib import metadata
 
+        try:
+            metadata.distribution("ai2-olmo")
+            line = clash_line("ai2-olmo")
+        except metadata.PackageNotFoundError:
+            line = f"cannot import the bundled trainer ({type(e).__name__}: {e}); reinstall it with ./install.sh"
+        print(f"olmo: {line}", file=sys.stderr)
+        sys.exit(2)
     main()

@@ -63,3 +63,19 @@ def test_olmo_doctor_names_the_clash_instead_of_a_traceback(monkeypatch: pytest.
     monkeypatch.setattr(olmo_doctor.olmo_clash, "foreign_origin", lambda: None)  # a real bug stays a bug
     with pytest.raises(ModuleNotFoundError):
         olmo_doctor.cli.main()
+
+
+def test_ai2_olmo_written_over_our_files_is_named_too(tmp_path: Path) -> None:
+    """pip puts ai2-olmo's olmo/ into the same folder as ours: the origin looks like ours, the import breaks."""
+    import olmo_doctor.olmo_clash as clash
+
+    site = tmp_path / "site"
+    _fake_ai2_olmo(site)
+    (site / "olmo" / "__init__.py").write_text("raise ImportError('cannot import name Trainer from olmo.train')\n")
+    code = ("import sys, olmo_doctor.olmo_clash as c; c.foreign_origin = lambda: None; sys.argv[0] = 'olmo'; "
+            "c.olmo_main()")
+    env = dict(os.environ, PYTHONPATH=str(site))
+    proc = subprocess.run([sys.executable, "-c", code, "train", "--smoke"], capture_output=True, text=True, env=env,
+                          timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"olmo: {clash.clash_line('ai2-olmo')}"]
