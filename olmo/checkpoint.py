@@ -143,7 +143,7 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
         dcp.save(_state_dicts(model, optimizer), storage_writer=writer, no_dist=not dist.is_initialized())
     rngs = _gather_rng()
     if main:
-        for name, data in (extra or {}).items():
+        for name, data in {**(extra or {}), core.METADATA_JSON: core.metadata_json()}.items():
             atomic_write_bytes(tmp / name, data)
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
         state = dict(train_state, step=step, rng=rngs[0], rng_ranks=rngs,

@@ -12,7 +12,8 @@ and `save_model_and_optim_state(dir, ...)` alone writes just the DCP files into 
 (never the pickled trainer state: loading a pickle runs code) and translate the `model` section of
 config.json into our ModelConfig. Our own checkpoints go the other way with no conversion: their folders are
 named `step<N>` and hold the DCP `.metadata` at the top, which OLMo-core's `Checkpointer.find_checkpoints` /
-`dir_is_checkpoint` accept, and their parameter names are the ones in PARAM_NAMES, so
+`dir_is_checkpoint` accept; they carry OLMo-core's `.metadata.json` (so `find_checkpoints(ephemeral=False)`
+keeps them); and their parameter names are the ones in PARAM_NAMES, so
 `olmo_core.distributed.checkpoint.load_model_and_optim_state` loads them into an OLMo-core Transformer.
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 
 MODEL_AND_OPTIM = "model_and_optim"
 CONFIG_JSON = "config.json"
+METADATA_JSON = ".metadata.json"  # OLMo-core's CheckpointMetadata; its find_checkpoints(ephemeral=...) reads it
 STEP_RE = re.compile(r"^step(\d+)$")  # OLMo-core's Checkpointer.CHECKPOINT_DIR, "step{step}"
 
 # The one table of parameter names: OLMo-core's (OLMo 2/3 Transformer with reordered-norm blocks) -> ours, per
@@ -72,6 +74,17 @@ def to_ours(name: str) -> str:
 def to_core(name: str) -> str:
     """OLMo-core's parameter name for our `name`."""
     return _translate(name, _TO_CORE)
+
+
+def metadata_json() -> bytes:
+    """`.metadata.json` as OLMo-core writes it (CheckpointMetadata.as_dict): ours are never ephemeral."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("olmo-doctor")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return json.dumps({"ephemeral": False, "version": f"olmo-doctor {version}"}).encode()
 
 
 def is_checkpoint(path: Path) -> bool:

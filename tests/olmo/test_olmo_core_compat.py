@@ -124,6 +124,8 @@ def test_olmo_core_checkpoint_round_trips_through_olmo(
 
     # 3. OLMo-core's own tools find our checkpoint and load it into its model
     assert [s for s, _ in Checkpointer.find_checkpoints(tmp_path / "run" / "checkpoints")] == [2]
+    assert [s for s, _ in Checkpointer.find_checkpoints(tmp_path / "run" / "checkpoints", ephemeral=False)] == [2]
+    assert not list(Checkpointer.find_checkpoints(tmp_path / "run" / "checkpoints", ephemeral=True))
     assert Checkpointer.dir_is_checkpoint(ours)
     load_model_and_optim_state(ours, oc_model)
     for k, v in oc_model.state_dict().items():
