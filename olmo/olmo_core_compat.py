@@ -120,16 +120,26 @@ def _get(d: dict[str, Any], *keys: str) -> Any:
     return d
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def model_config_dict(core: dict[str, Any]) -> dict[str, Any]:
     """Our `model:` section for OLMo-core's TransformerConfig dict; ValueError for a model we cannot train
-    (another block type, biases, tied embeddings, no QK-norm of the whole projection)."""
-    block = core.get("block") or {}
-    attn = block.get("sequence_mixer") or block.get("attention") or {}  # 3.x names it sequence_mixer
-    ff = block.get("feed_forward") or {}
-    if block.get("name", "reordered_norm") != "reordered_norm":
-        raise ValueError(f"block type '{block.get('name')}' (olmo trains OLMo 2/3 reordered-norm blocks)")
-    if attn.get("bias") or ff.get("bias") or core.get("tie_word_embeddings"):
-        raise ValueError("biases or tied embeddings (olmo's OLMo 2/3 model has neither)")
+    (another block, norm, activation or RoPE kind, biases, tied embeddings, per-head QK-norm)."""
+    if not isinstance(core.get("block", {}), dict):
+        raise ValueError("'block' is not a mapping")
+    block = _dict(core.get("block"))
+    attn = _dict(block.get("sequence_mixer") or block.get("attention"))  # 3.x names it sequence_mixer
+    ff = _dict(block.get("feed_forward"))
+    rope = _dict(attn.get("rope"))
+    kinds = (("block type", block.get("name"), "reordered_norm"), ("norm", _get(block, "layer_norm", "name"), "rms"),
+             ("activation", ff.get("activation"), "silu"), ("RoPE", rope.get("name"), "default"))
+    for what, got, want in kinds:
+        if got not in (None, want):
+            raise ValueError(f"{what} '{got}' (olmo's OLMo 2/3 model has {want})")
+    if rope.get("scaling") or attn.get("bias") or ff.get("bias") or core.get("tie_word_embeddings"):
+        raise ValueError("RoPE scaling, biases or tied embeddings (olmo's OLMo 2/3 model has none of them)")
     if attn.get("use_head_qk_norm"):
         raise ValueError("per-head QK-norm (olmo normalises the whole q and k projection, as OLMo 2/3)")
     for key in ("d_model", "n_layers", "vocab_size"):
@@ -138,12 +148,14 @@ def model_config_dict(core: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"d_model": core["d_model"], "n_layers": core["n_layers"], "vocab_size": core["vocab_size"],
                            "n_heads": attn.get("n_heads", 16), "qk_norm": attn.get("qk_norm") is not None}
     for ours, value in (("n_kv_heads", attn.get("n_kv_heads")), ("head_dim", attn.get("head_dim")),
-                        ("mlp_hidden", ff.get("hidden_size")), ("rope_theta", _get(attn, "rope", "theta")),
+                        ("mlp_hidden", ff.get("hidden_size")), ("rope_theta", rope.get("theta")),
                         ("norm_eps", _get(block, "layer_norm", "eps"))):  # not init_std: weights are loaded
         if value is not None:
             out[ours] = value
-    swa = attn.get("sliding_window")
+    swa = _dict(attn.get("sliding_window"))
     if swa:
+        if not isinstance(swa.get("pattern"), list):
+            raise ValueError("sliding_window without a 'pattern' list")
         out["sliding_window"] = list(swa["pattern"])
         out["swa_full_first_layer"] = bool(swa.get("force_full_attention_on_first_layer", True))
         out["swa_full_last_layer"] = bool(swa.get("force_full_attention_on_last_layer", True))

@@ -45,7 +45,10 @@ def test_olmo_core_model_config_translates_and_refuses_other_models() -> None:
     assert got == {"d_model": 64, "n_layers": 3, "vocab_size": 768, "n_heads": 4, "qk_norm": True, "n_kv_heads": 2,
                    "head_dim": 8, "mlp_hidden": 96, "rope_theta": 10000, "norm_eps": 1e-5,
                    "sliding_window": [32, -1], "swa_full_first_layer": False, "swa_full_last_layer": True}
-    for bad in ({"block": {"name": "moe"}}, {"tie_word_embeddings": True}, {"block": {"feed_forward": {"bias": True}}}):
+    for bad in ({"block": {"name": "moe"}}, {"tie_word_embeddings": True}, {"block": {"feed_forward": {"bias": True}}},
+                {"block": {"layer_norm": {"name": "layer_norm"}}}, {"block": "x"},
+                {"block": {"sequence_mixer": {"rope": {"name": "yarn"}}}}, {"d_model": "64"},
+                {"block": {"sequence_mixer": {"sliding_window": {"window": 3}}}}):
         with pytest.raises(ValueError):
             core.model_config_dict({**conf, **bad})
 
