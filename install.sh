@@ -148,6 +148,13 @@ else
   say "installing olmo-doctor and the trainer (editable, with dev tools)"
   # compat mode: a plain .pth path entry; the default import-hook finder costs ~10 ms on every command
   "${pip[@]}" install -q -e "$here[dev]" --config-settings editable_mode=compat
+  # ai2-olmo-core (the OLMo-core checkpoint round-trip test) wants torch 2.10-2.13: add it only next to such a
+  # torch, pinned to the installed one so it never replaces it; without it that one test skips
+  tv="$("$venv/bin/python" -c 'import torch; print(torch.__version__)')"
+  case "$tv" in
+    2.1[0-3].*) "${pip[@]}" install -q -e "$here[olmo-core]" "torch==$tv" --config-settings editable_mode=compat \
+                  || say "ai2-olmo-core did not install; the OLMo-core round-trip test will skip" ;;
+  esac
   echo "$want" > "$stamp"
 fi
 

@@ -2,18 +2,23 @@
 
 Layout (`run_dir/checkpoints/`):
 
-    step-000100/            .metadata  __0_0.distcp  __1_0.distcp ...  train_state.json
-    step-000200/            ...
-    latest                  a one-line text file naming the newest complete checkpoint ("step-000200")
+    step100/                .metadata  __0_0.distcp  __1_0.distcp ...  train_state.json
+    step200/                ...
+    latest                  a one-line text file naming the newest complete checkpoint ("step200")
 
-Weights and AdamW state are one DCP checkpoint (keys `model.<param name>` and `optim.state.<param name>...`):
-every rank writes its own shards (`__<rank>_0.distcp`) and rank 0 the `.metadata` that maps each tensor's
-pieces to files. DCP reshards on load, so a checkpoint saved by N processes loads into M processes, FSDP2 or
+`step<N>` is OLMo-core's naming, and DCP's `.metadata` at the top is what its `Checkpointer.dir_is_checkpoint`
+takes for a weights (and optimizer) checkpoint, so OLMo-core's tools find and load ours; older `step-NNNNNN`
+folders are still read. OLMo-core's own checkpoints (`step<N>/model_and_optim/`) are read too, weights only
+(olmo/olmo_core_compat.py): `resolve`, `verify`, `read_state`, `load` and `load_model_state` take either.
+
+Weights and AdamW state are one DCP checkpoint (keys `model.<param name>` and `optim.state.<param name>...`, as
+OLMo-core's): every rank writes its own shards (`__<rank>_0.distcp`) and rank 0 the `.metadata` that maps each
+tensor's pieces to files. DCP reshards on load, so a checkpoint saved by N processes loads into M processes, FSDP2 or
 DDP or a single process (`load_model_state` reads the whole model with no process group at all).
 
-Atomic, for one process or many: rank 0 clears leftovers and makes `step-000200-tmp/`, a barrier, every rank
+Atomic, for one process or many: rank 0 clears leftovers and makes `step200-tmp/`, a barrier, every rank
 writes and fsyncs its files there (DCP's sync_files), DCP's closing collective waits until `.metadata` is
-written, then rank 0 writes train_state.json, fsyncs the directory, renames it to `step-000200`, fsyncs the
+written, then rank 0 writes train_state.json, fsyncs the directory, renames it to `step200`, fsyncs the
 parent, and only then replaces `latest` (temp file + rename); a last barrier keeps any rank from running ahead
 of the rename. A SIGKILL at any moment leaves `latest` naming a complete checkpoint: the new or the previous
 one. Old checkpoints beyond `keep_last_n` are renamed aside before deletion. With several nodes, run_dir must
@@ -43,6 +48,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from olmo import olmo_core_compat as core
 from olmo.errors import OlmoError, is_disk_full
 from olmo.fsutil import atomic_write_bytes, fsync_dir, gigabytes, mount_of, remove_tree
 
@@ -50,11 +56,11 @@ CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 TRAIN_STATE, METADATA = "train_state.json", ".metadata"
 MODEL, OPTIM = "model", "optim"  # top-level keys in the DCP state dict
-STEP_RE = re.compile(r"^step-(\d+)$")
+STEP_RE = re.compile(r"^step-?(\d+)$")  # step<N> (OLMo-core's naming), or step-NNNNNN from older olmo versions
 
 
 def step_dir_name(step: int) -> str:
-    return f"step-{step:06d}"
+    return f"step{step}"
 
 
 def rng_state() -> dict[str, Any]:
@@ -118,10 +124,11 @@ def _gather_rng() -> list[dict[str, Any]]:
 
 
 def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-         train_state: dict[str, Any], keep_last_n: int = 0) -> Path:
+         train_state: dict[str, Any], keep_last_n: int = 0, extra: dict[str, bytes] | None = None) -> Path:
     """Write checkpoint `step` atomically, point `latest` at it, then drop the oldest beyond `keep_last_n`.
-    Collective under torchrun: every rank calls it; rank 0 does the directory work. On any failure the
-    partial checkpoint is removed; a full disk is an OlmoError naming the device and the space needed."""
+    Collective under torchrun: every rank calls it; rank 0 does the directory work and writes `extra` (the
+    tokenizer files that travel with the run) beside the tensors. On any failure the partial checkpoint is
+    removed; a full disk is an OlmoError naming the device and the space needed."""
     root = run_dir / CHECKPOINTS
     final = root / step_dir_name(step)
     tmp = root / f"{final.name}-tmp"
@@ -133,7 +140,7 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
     _barrier()  # OLMo-core: after clearing a directory, a barrier, so no rank writes into it before it is fresh
     sd = _state_dicts(model, optimizer)
     try:
-        _write(root, tmp, final, step, sd, train_state, keep_last_n, run_dir, main)
+        _write(root, tmp, final, step, sd, train_state, keep_last_n, run_dir, main, extra)
     except BaseException as e:
         if main and tmp.exists():  # no half checkpoint stays; `latest` still names the previous one
             shutil.rmtree(tmp, ignore_errors=True)
@@ -171,7 +178,7 @@ def _tensors(obj: Any) -> Iterator[torch.Tensor]:
 
 
 def _write(root: Path, tmp: Path, final: Path, step: int, sd: dict[str, Any], train_state: dict[str, Any],
-           keep_last_n: int, run_dir: Path, main: bool) -> None:
+           keep_last_n: int, run_dir: Path, main: bool, extra: dict[str, bytes] | None) -> None:
     import torch.distributed.checkpoint as dcp
 
     writer = dcp.FileSystemWriter(tmp, sync_files=True)
@@ -179,6 +186,8 @@ def _write(root: Path, tmp: Path, final: Path, step: int, sd: dict[str, Any], tr
         dcp.save(sd, storage_writer=writer, no_dist=not dist.is_initialized())
     rngs = _gather_rng()
     if main:
+        for name, data in {**(extra or {}), core.METADATA_JSON: core.metadata_json()}.items():
+            atomic_write_bytes(tmp / name, data)
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
         state = dict(train_state, step=step, rng=rngs[0], rng_ranks=rngs,
                      saved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=files)
@@ -225,8 +234,19 @@ def latest(run_dir: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def is_olmo_core(path: Path) -> bool:
+    """An OLMo-core checkpoint (model_and_optim/ with DCP metadata, no train_state.json of ours)."""
+    return not (path / TRAIN_STATE).is_file() and core.is_checkpoint(path)
+
+
 def _parse_state(path: Path) -> dict[str, Any] | str:
-    """train_state.json as a dict, or why it cannot be one (the file is data: anything may be in it)."""
+    """train_state.json as a dict (for an OLMo-core checkpoint, what its config.json says), or why it cannot be
+    one (the file is data: anything may be in it)."""
+    if is_olmo_core(path):
+        try:
+            return core.train_state(path)
+        except ValueError as e:  # its config.json is unreadable or holds another model
+            return str(e)
     try:
         state = json.loads((path / TRAIN_STATE).read_bytes())
     except OSError as e:
@@ -262,6 +282,8 @@ def saved_config(path: Path, state: dict[str, Any] | None = None) -> dict[str, A
 def verify(path: Path) -> str | None:
     """None if the checkpoint at `path` is whole (state parses, DCP metadata is there, files have their recorded
     sizes), else why not."""
+    if is_olmo_core(path):
+        return None  # OLMo-core's: model_and_optim/.metadata is there (is_checkpoint); it records no file sizes
     state = _parse_state(path)
     if isinstance(state, str):
         return state
@@ -284,13 +306,19 @@ def require_whole(path: Path) -> None:
     _read_metadata(path)
 
 
+def _reader(path: Path) -> Any:
+    """DCP's reader for `path`, unpickling `.metadata` through an allowlist (olmo_core_compat.reader): a
+    checkpoint from elsewhere cannot run code when it is opened, and OLMo-core's metadata reads too."""
+    return core.reader(path)
+
+
 def _dcp_load(state_dict: dict[str, Any], path: Path) -> None:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
 
     try:
         with _single_process_ok():
-            dcp.load(state_dict, storage_reader=dcp.FileSystemReader(path), no_dist=not dist.is_initialized())
+            dcp.load(state_dict, storage_reader=_reader(path), no_dist=not dist.is_initialized())
     except (Exception, CheckpointException) as e:  # sizes matched (verify): the bytes are bad or another model's
         first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)[:300]
         raise OlmoError(f"checkpoint {path} cannot be loaded ({first}); it is damaged or of another model: use "
@@ -298,12 +326,14 @@ def _dcp_load(state_dict: dict[str, Any], path: Path) -> None:
 
 
 def _read_metadata(path: Path) -> Any:
-    import torch.distributed.checkpoint as dcp
-
+    """The DCP metadata of the checkpoint at `path` (OLMo-core's under model_and_optim/); OlmoError if unreadable."""
+    where = core.weights_dir(path) if is_olmo_core(path) else path
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return dcp.FileSystemReader(path).read_metadata()
+            return _reader(where).read_metadata()
+    except OlmoError:  # olmo_core_compat's allowlist refused what the pickle names: its own message says why
+        raise
     except Exception:  # DCP's .metadata is a pickle: garbage raises anything from UnpicklingError to EOFError
         raise OlmoError(f"checkpoint {path} is damaged: {METADATA} cannot be read; use another checkpoint") from None
 
@@ -320,6 +350,14 @@ def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | 
     require_whole(path)
     t0 = time.perf_counter()
     sd = _state_dicts(model, optimizer)
+    if is_olmo_core(path):
+        if optimizer is not None:
+            raise OlmoError(f"{path} is an OLMo-core checkpoint: olmo starts from its weights (--init-from), "
+                               "it cannot resume its optimizer")
+        # DCP fills the tensors in place, so loading them under OLMo-core's names fills our state dict too
+        _dcp_load({MODEL: {core.to_core(k): v for k, v in sd[MODEL].items()}}, core.weights_dir(path))
+        set_model_state_dict(model, sd[MODEL])
+        return dict(read_state(path), load_seconds=time.perf_counter() - t0)
     _dcp_load(sd, path)
     set_model_state_dict(model, sd[MODEL])
     if optimizer is not None:
@@ -355,13 +393,55 @@ def load_model_state(path: Path, dtype: torch.dtype | None = None) -> dict[str, 
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
     require_whole(path)
+    foreign = is_olmo_core(path)
+    where = core.weights_dir(path) if foreign else path
     meta = _read_metadata(path)
     prefix = MODEL + "."
     sd = {k[len(prefix):]: torch.empty(tuple(m.size), dtype=m.properties.dtype)
           for k, m in meta.state_dict_metadata.items()
           if k.startswith(prefix) and isinstance(m, TensorStorageMetadata)}
-    _dcp_load({MODEL: sd}, path)
+    _dcp_load({MODEL: sd}, where)
+    if foreign:
+        try:
+            sd = {core.to_ours(k): v for k, v in sd.items()}
+        except KeyError as e:
+            raise OlmoError(f"{path}: OLMo-core parameter {e} has no place in olmo's OLMo 2/3 model") from None
     return {k: v.to(dtype) for k, v in sd.items()} if dtype else sd
+
+
+def weight_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Every weight's shape, under our names, from the checkpoint's DCP metadata alone (no tensors read)."""
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    foreign = not (path / TRAIN_STATE).is_file() and core.is_checkpoint(path)
+    meta = _reader(core.weights_dir(path) if foreign else path).read_metadata()
+    prefix = MODEL + "."
+    shapes = {k[len(prefix):]: tuple(m.size) for k, m in meta.state_dict_metadata.items()
+              if k.startswith(prefix) and isinstance(m, TensorStorageMetadata)}
+    if not foreign:
+        return shapes
+    out = {}
+    for k, v in shapes.items():
+        try:
+            out[core.to_ours(k)] = v
+        except KeyError:
+            out[k] = v  # a parameter we have no place for: the caller reports it as foreign
+    return out
+
+
+def shape_mismatch(path: Path, model_cfg: Any) -> str | None:
+    """None when the checkpoint's weights have exactly the shapes `model_cfg` (a ModelConfig) gives, else the
+    first difference (and how many more)."""
+    from olmo.model import Transformer
+
+    with torch.device("meta"):
+        want = {k: tuple(v.shape) for k, v in Transformer(model_cfg).state_dict().items()}
+    have = weight_shapes(path)
+    differ = [f"{k}: {have.get(k)} here, {v} in the config" for k, v in want.items() if have.get(k) != v]
+    differ += [f"{k}: not in the config" for k in sorted(set(have) - set(want))]
+    if not differ:
+        return None
+    return differ[0] + (f", +{len(differ) - 1} more" if len(differ) > 1 else "")
 
 
 def save_weights(path: Path, weights: dict[str, torch.Tensor], train_state: dict[str, Any],
@@ -395,10 +475,11 @@ def save_weights(path: Path, weights: dict[str, torch.Tensor], train_state: dict
 
 
 def resolve(path: Path) -> Path:
-    """A checkpoint dir as given, or the latest checkpoint of a run dir; FileNotFoundError if neither."""
+    """A checkpoint dir as given, or the latest checkpoint of a run dir, ours or OLMo-core's (a save folder of
+    `step<N>/model_and_optim/`); FileNotFoundError if neither."""
     if (path / TRAIN_STATE).is_file():
         return path
-    found = latest(path)
+    found = latest(path) or core.find(path)
     if found is None:
         raise FileNotFoundError(path)
     return found

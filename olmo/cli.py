@@ -3,9 +3,10 @@
     olmo prepare-data --input docs.jsonl.gz --output data/tokens --tokenizer tokenizer.json
     olmo validate-shards data/tokens
     olmo train recipes/olmo2_60m.yaml --set data.paths=[data/tokens]
-    olmo train --smoke
+    olmo train recipes/olmo2_60m.yaml --model.n_layers=4 --optim.lr 3e-4   # OLMo-core / torchtitan spellings
+    olmo train --smoke --keep runs/smoke --json     # keep the run; one JSON summary on stdout
     torchrun --nproc-per-node 8 -m olmo train recipes/olmo2_1b.yaml      # FSDP2 over 8 GPUs (parallel.dp)
-    olmo export-hf runs/olmo/checkpoints/step-001000 hf/my-olmo
+    olmo export-hf runs/olmo/checkpoints/step1000 hf/my-olmo
     olmo import-hf path/to/OLMo-2-0425-1B ckpt/olmo2-1b && olmo train ckpt/olmo2-1b/recipe.yaml --set ...
 
 Exit codes: 0 all clear, 1 problems found (corrupt shards, doctor errors, a failed run), 2 bad input or usage
@@ -27,6 +28,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from olmo import jsonout, summaries
 from olmo.errors import ENVIRONMENT_ERRNOS, DamageFound, OlmoError, describe_os_error, one_line
 
 if TYPE_CHECKING:
@@ -37,10 +39,13 @@ app = typer.Typer(
     help="Train OLMo 2/3 models: tokenize documents into shards, validate shards, train (or smoke-test) a model, "
          "convert checkpoints to and from Hugging Face.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion: typer imports its completion modules anyway
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+# --json on the commands a script runs (olmo/jsonout.py): one object on stdout, made in olmo/summaries.py
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the summary) and nothing "
+                                        "else there; logs go to stderr.")]
 out = Console(highlight=False, soft_wrap=True)  # log lines stay whole in files and pipes
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -59,6 +64,7 @@ def parse_count(text: str) -> int:
 
 
 @app.command("prepare-data")
+@jsonout.command
 def prepare_data(
     inputs: Annotated[list[Path], typer.Option("--input", "-i", help=".jsonl (field 'text'), .txt (one document per "
                                                "file), optionally .gz; or directories of them. Repeatable.")],
@@ -74,6 +80,7 @@ def prepare_data(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace shards from a different run in --output.")]
     = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    json_: JsonFlag = False,
 ) -> None:
     """Tokenize documents into headerless token shards that olmo and OLMo-core read (EOS after each document)."""
     from olmo import prepare as P
@@ -88,28 +95,21 @@ def prepare_data(
     files = P.find_inputs(inputs)
     tok = P.load_tokenizer(tokenizer, eos_token)
     if dry_run:
-        raise typer.Exit(_print_dry_run(files, P.dry_run(files, tok, workers), tok.vocab_size, shard_tokens))
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+        stats = P.dry_run(files, tok, workers)
+        code = _print_dry_run(files, stats, tok.vocab_size, shard_tokens)
+        if json_:
+            jsonout.emit(summaries.dry_run(files, stats, code == 0))
+        raise typer.Exit(code)
+    from olmo.progress import bytes_bar
 
-    total = sum(f.stat().st_size for f in files)
-    with Progress(TextColumn("[bold]tokenizing"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[tok]}"),
-                  TimeRemainingColumn(), console=out, disable=quiet or not out.is_terminal, transient=True) as bar:
-        task = bar.add_task("tokenizing", total=total, tok="")
-        counted = [0]
-        import time
-
-        t0 = time.perf_counter()
-
-        def progress(nbytes: int, ntok: int) -> None:
-            counted[0] += ntok
-            rate = counted[0] / max(time.perf_counter() - t0, 1e-9)
-            bar.update(task, advance=nbytes, tok=f"{counted[0]:,} tokens, {rate:,.0f} tok/s")
-
+    with bytes_bar("tokenizing", sum(f.stat().st_size for f in files), tokens=True, quiet=quiet) as progress:
         res = P.prepare(files, output, tok, shard_tokens, overwrite, progress, workers)
     n_tok = sum(s.num_tokens for s in res.shards)
     n_docs = sum(s.num_docs for s in res.shards)
     if res.already_done:
         out.print(f"{output} is already prepared from these inputs: {len(res.shards)} shards, {n_tok:,} tokens")
+        if json_:
+            jsonout.emit(summaries.prepared(output, res, tok))
         return
     if res.resumed_from:
         out.print(f"resumed an interrupted run: kept {res.resumed_from} finished shard(s)")
@@ -123,6 +123,8 @@ def prepare_data(
     out.print(f"wrote {len(res.shards)} shard(s), {n_tok:,} tokens, {n_docs:,} documents to {output} "
               f"in {res.seconds:.1f}s ({rate:,.0f} tokens/s, {max(res.workers, 1)} worker process(es)); "
               f"dtype {dtype_for_vocab(tok.vocab_size)}, vocab {tok.vocab_size:,}, EOS id {tok.eos_id}")
+    if json_:
+        jsonout.emit(summaries.prepared(output, res, tok))
 
 
 def _print_dry_run(files: list[Path], stats: dict[str, FileStats], vocab: int, shard_tokens: int) -> int:
@@ -149,6 +151,7 @@ def _print_dry_run(files: list[Path], stats: dict[str, FileStats], vocab: int, s
 
 
 @app.command("validate-shards")
+@jsonout.command
 def validate_shards(
     directory: Annotated[Path, typer.Argument(help="A directory written by `olmo prepare-data` (or dolma).")],
     vocab_size: Annotated[int | None, typer.Option(help="Check ids against this vocab instead of the metadata's "
@@ -156,18 +159,21 @@ def validate_shards(
     dtype: Annotated[str | None, typer.Option(help="uint16 or uint32: how wide a token is in shards without "
                                               "metadata (default: the narrowest that holds --vocab-size); with "
                                               "metadata, it must match.")] = None,
+    json_: JsonFlag = False,
 ) -> None:
     """Recount tokens and documents, check ids against the vocabulary, verify checksums; exit 1 on corruption."""
     from rich.table import Table
 
-    from olmo.shards import DTYPES, ManifestError, validate_dir
+    from olmo.progress import bytes_bar
+    from olmo.shards import DTYPES, ManifestError, shard_bytes, validate_dir
 
     if dtype is not None and dtype not in DTYPES:
         raise OlmoError(f"--dtype {dtype} is not one of: {', '.join(DTYPES)}")
     if not directory.is_dir():
         raise OlmoError(f"{directory} is not a directory")
     try:
-        reports = validate_dir(directory, vocab_size, dtype)
+        with bytes_bar("verifying", shard_bytes(directory, vocab_size, dtype)) as progress:
+            reports = validate_dir(directory, vocab_size, dtype, progress)
     except FileNotFoundError:
         raise OlmoError(f"{directory} has no manifest.json or part-*.json metadata; pass --vocab-size N (and "
                         "--dtype) to check bare .npy shards") from None
@@ -179,6 +185,8 @@ def validate_shards(
         table.add_row(r.file, f"{r.num_tokens:,}", f"{r.num_docs:,}" if r.num_docs >= 0 else "-", str(r.max_id), status)
     out.print(table)
     problems = [p for r in reports for p in r.problems]
+    if json_:
+        jsonout.emit(summaries.validated(directory, reports))
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         raise DamageFound(f"corrupt: {problems[0]}{more}")
@@ -232,11 +240,13 @@ def _plan_device(device: str) -> str:
 
 
 @app.command("train")
+@jsonout.command
 def train_cmd(
     recipe: Annotated[str | None, typer.Argument(help="A recipe: a .yaml file, a .py file[:function], or the "
                                                  "name of one in recipes/.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", "-s", help="Override a config value, e.g. --set "
-                                                   "optim.lr=3e-4 (repeatable).")] = None,
+                                                   "optim.lr=3e-4 (repeatable). OLMo-core's --optim.lr=3e-4 and "
+                                                   "torchtitan's --optim.lr 3e-4 mean the same.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from run_dir's latest checkpoint (start fresh "
                                          "if there is none).")]
     = False,
@@ -252,17 +262,32 @@ def train_cmd(
     init_from: Annotated[str | None, typer.Option("--init-from", help="Start from the weights of this checkpoint or "
                                                   "run dir (e.g. made by `olmo import-hf`); fresh optimizer and "
                                                   "step 0.")] = None,
+    keep: Annotated[Path | None, typer.Option("--keep", help="With --smoke: run in this directory and keep the data, "
+                                              "run and checkpoint (default: a temp dir, deleted).")] = None,
+    json_: JsonFlag = False,
 ) -> None:
     """Train a model from a recipe (checks the machine with olmo-doctor first), or run the smoke test."""
     if smoke:
-        if recipe or set_ or resume:
-            raise OlmoError("--smoke trains the bundled tiny model; it takes no recipe, --set or --resume")
+        if recipe or resume or init_from:
+            raise OlmoError("--smoke trains the bundled tiny model; it takes no recipe, --resume or --init-from "
+                             "(--set changes its config)")
+        if keep is not None and keep.exists() and not keep.is_dir():
+            raise OlmoError(f"--keep {keep} is a file; give a directory to keep the smoke run in")
         doctor_gate(_plan_device(device or "auto"), skip_doctor)
+        from olmo.parallel import world_from_env
         from olmo.smoke import run_smoke
 
-        result = run_smoke(device=device, steps=steps, console=out)
-        out.print(("[green]✓[/] " if result.loss_fell else "[red]✗[/] ") + result.verdict())
+        result = run_smoke(device=device, steps=steps, out_dir=keep, console=out, overrides=set_ or [])
+        if world_from_env().is_main:
+            out.print(("[green]✓[/] " if result.loss_fell else "[red]✗[/] ") + result.verdict())
+            if keep is not None:
+                out.print(f"kept the run in {keep}: data/ (shards), run/ (metrics, checkpoint {result.checkpoint})",
+                          markup=False)
+        if json_:
+            jsonout.emit(summaries.smoke(result, keep))
         raise typer.Exit(0 if result.loss_fell else 1)
+    if keep is not None:
+        raise OlmoError("--keep keeps a --smoke run; a recipe's run stays in its run_dir")
     if not recipe:
         raise OlmoError("give a recipe (e.g. `olmo train recipes/olmo2_60m.yaml`) or --smoke")
     from olmo.config import validate
@@ -291,6 +316,8 @@ def train_cmd(
         out.print(to_yaml(cfg), markup=False)
         out.print(f"{d['parameters']:,} parameters ({d['non_embedding_parameters']:,} without the embedding), "
                   f"{d['tokens_per_step']:,} tokens per step, {d['flops_per_token']:,} FLOPs per token")
+        if json_:
+            jsonout.emit(summaries.planned(cfg, d))
         return
     doctor_gate(_plan_device(cfg.device), skip_doctor)
     from olmo.train import TrainingFailed, train
@@ -299,15 +326,20 @@ def train_cmd(
         res = train(cfg, resume=resume, console=out)
     except TrainingFailed as e:
         err.print(f"olmo: {e}", markup=False)
+        if json_:
+            jsonout.emit({"ok": False, "error": str(e), "exit_code": 1})
         raise typer.Exit(1) from None
     ev = f", eval loss {res.eval_loss:.4f}" if res.eval_loss is not None else ""
     if world_from_env().is_main:
         out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}")
+    if json_:
+        jsonout.emit(summaries.trained(cfg, res))
 
 
 @app.command("export-hf")
+@jsonout.command
 def export_hf_cmd(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint dir (runs/x/checkpoints/step-001000) or a run dir "
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint dir (runs/x/checkpoints/step1000) or a run dir "
                                                "(its latest checkpoint).")],
     out_dir: Annotated[Path, typer.Argument(help="Where to write the Hugging Face model folder.")],
     tokenizer: Annotated[Path | None, typer.Option(help="tokenizer.json to ship (default: the one the training "
@@ -315,6 +347,7 @@ def export_hf_cmd(
     dtype: Annotated[str, typer.Option(help="float32 (exact: the master weights) or bfloat16 (half the size).")]
     = "float32",
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing OUT_DIR.")] = False,
+    json_: JsonFlag = False,
 ) -> None:
     """Write a checkpoint as a Hugging Face model (Olmo2ForCausalLM, or Olmo3ForCausalLM with sliding windows)."""
     import torch
@@ -329,32 +362,63 @@ def export_hf_cmd(
         path = resolve(checkpoint)
     except FileNotFoundError:
         raise OlmoError(f"{checkpoint} is not a checkpoint or a run dir with checkpoints") from None
-    hf.export_hf(path, out_dir, tokenizer, dtypes[dtype], overwrite)
+    from olmo.progress import sized_bar
+
+    with sized_bar("writing") as progress:
+        hf.export_hf(path, out_dir, tokenizer, dtypes[dtype], overwrite, progress=progress)
     conf = json.loads((out_dir / "config.json").read_text())
     out.print(f"wrote {conf['architectures'][0]} from {path} to {out_dir} ({dtype}); load it with "
               f"transformers.AutoModelForCausalLM.from_pretrained('{out_dir}')", markup=False)
+    if json_:
+        jsonout.emit(summaries.exported(path, out_dir, conf["architectures"][0], dtype))
 
 
 @app.command("import-hf")
+@jsonout.command
 def import_hf_cmd(
     hf_dir: Annotated[Path, typer.Argument(help="A Hugging Face OLMo 2/3 model folder (config.json + safetensors), "
                                            "e.g. from `hf download allenai/OLMo-2-0425-1B --local-dir DIR`.")],
     out_checkpoint: Annotated[Path, typer.Argument(help="Where to write the checkpoint (with recipe.yaml and "
                                                    "tokenizer.json).")],
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing OUT_CHECKPOINT.")] = False,
+    json_: JsonFlag = False,
 ) -> None:
     """Turn a Hugging Face OLMo 2/3 model into a checkpoint to fine-tune (`olmo train OUT/recipe.yaml`)."""
     from olmo import hf
 
     if not hf_dir.is_dir():
         raise OlmoError(f"{hf_dir} is not a directory; give a Hugging Face model folder")
-    path, model = hf.import_hf(hf_dir, out_checkpoint, overwrite)
+    from olmo.progress import sized_bar
+
+    with sized_bar("reading") as progress:
+        path, model = hf.import_hf(hf_dir, out_checkpoint, overwrite, progress=progress)
+    if json_:
+        jsonout.emit(summaries.imported(path, model))
+    tok = path / "tokenizer.json"
+    if not tok.is_file():  # never point at a file this command did not write
+        err.print(f"[yellow]warning:[/] {hf_dir} has no tokenizer.json, so none was copied; tokenize your data with "
+                  "the model's own tokenizer.json and pass it to `olmo export-hf --tokenizer` later")
     out.print(f"wrote {path}: {model.num_params() / 1e6:,.1f}M parameters, {model.n_layers} layers; fine-tune with\n"
-              f"  olmo prepare-data -i docs.jsonl -o data/ft -t {path / 'tokenizer.json'}\n"
+              f"  olmo prepare-data -i docs.jsonl -o data/ft -t {tok if tok.is_file() else 'MODEL/tokenizer.json'}\n"
               f"  olmo train {path / 'recipe.yaml'} --set data.paths=[data/ft]", markup=False)
 
 
 REPORT_BUGS = "this is a bug in olmo; please report it with the traceback above and the command you ran"
+
+
+def _train_options() -> set[str]:
+    import typer.main
+
+    group = typer.main.get_command(app)
+    cmd = group.commands["train"]  # type: ignore[attr-defined]
+    return {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+
+
+def _fail(message: str, code: int) -> None:
+    """One line on stderr (and the `--json` caller's object), then exit `code`."""
+    print(f"olmo: {message}", file=sys.stderr)
+    jsonout.emit_error(sys.argv, message, code)
+    sys.exit(code)
 
 
 def main() -> None:
@@ -365,25 +429,29 @@ def main() -> None:
     except ImportError:  # pragma: no cover - older typer uses click itself
         from click.exceptions import ClickException, NoArgsIsHelpError  # type: ignore[assignment]
 
+    jsonout.reset()
     try:
-        code = app(standalone_mode=False)  # click's own usage errors come here too, to be said in one line
+        args = sys.argv[1:]
+        if args[:1] == ["train"]:  # OLMo-core's `--a.b=c` and torchtitan's `--a.b c` overrides become --set
+            from olmo.overrides import rewrite
+
+            args = ["train", *rewrite(args[1:], _train_options())]
+        # standalone_mode=False: click's own usage errors come here too, to be said in one line
+        code = app(args=args, prog_name="olmo", standalone_mode=False)
     except NoArgsIsHelpError:  # `olmo` alone: typer has printed the help
         sys.exit(2)
     except ClickException as e:
         ctx = getattr(e, "ctx", None)
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-        print(f"olmo: {one_line(e.format_message())}{hint}", file=sys.stderr)
-        sys.exit(e.exit_code)
+        _fail(one_line(e.format_message()) + hint, e.exit_code)
     except OlmoError as e:
-        print(f"olmo: {one_line(str(e))}", file=sys.stderr)
-        sys.exit(e.exit_code)
+        _fail(one_line(str(e)), e.exit_code)
     except OSError as e:
         if e.errno not in ENVIRONMENT_ERRNOS:
             _internal_error()
         # a path the user gave that cannot be read or written (read-only mount, a file where a folder should
         # be, a full disk): the environment's fault, said in one line
-        print(f"olmo: {one_line(describe_os_error(e))}", file=sys.stderr)
-        sys.exit(2)
+        _fail(one_line(describe_os_error(e)), 2)
     except KeyboardInterrupt:
         print("olmo: interrupted", file=sys.stderr)
         sys.exit(130)
@@ -391,7 +459,10 @@ def main() -> None:
         raise
     except BaseException:  # an Exception, or a library's BaseException (DCP's CheckpointException is one)
         _internal_error()
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    if code:  # a refusal or failure that said why on stderr: a --json caller still gets an object
+        jsonout.emit_error(sys.argv, "failed; stderr says why", code)
+    sys.exit(code)
 
 
 def _internal_error() -> None:

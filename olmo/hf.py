@@ -1,6 +1,6 @@
 """Hugging Face conversion: our checkpoints <-> transformers' `Olmo2ForCausalLM` / `Olmo3ForCausalLM` folders.
 
-    olmo export-hf runs/olmo/checkpoints/step-001000 hf/my-olmo     # config.json + safetensors + tokenizer
+    olmo export-hf runs/olmo/checkpoints/step1000 hf/my-olmo     # config.json + safetensors + tokenizer
     olmo import-hf hf/OLMo-2-0425-1B ckpt/olmo2-1b                   # a weights-only checkpoint + recipe.yaml
 
 Our parameter names are OLMo-core's, and the key map is OLMo-core's `nn/hf/convert.py`: the
@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,21 +128,28 @@ def model_config_from_hf(hf: dict[str, Any]) -> ModelConfig:
 
 
 # ------------------------------------------------------------------------------------------------- tokenizer
+TOKENIZER_JSON = "tokenizer.json"
+
+
 @dataclass
 class TokenizerFiles:
     path: Path  # tokenizer.json
     eos: str | None
     pad: str | None
+    bos: str | None = None
 
 
-def find_tokenizer(state: dict[str, Any], given: Path | None) -> TokenizerFiles:
-    """The tokenizer.json the checkpoint's data was made with (its data manifest records path and hash), or
-    `given`; ConfigError when neither is there."""
+def find_tokenizer(state: dict[str, Any], given: Path | None, ckpt: Path | None = None) -> TokenizerFiles:
+    """`given`, else the tokenizer.json that travels inside the checkpoint (import-hf and train put it there),
+    else the one the checkpoint's data was made with (its data manifest records path and hash); ConfigError when
+    none is there."""
     from olmo.prepare import load_tokenizer
     from olmo.shards import ManifestError, load_manifest
 
     data = state.get("config", {}).get("data") if isinstance(state.get("config"), dict) else None
     paths = data.get("paths") if isinstance(data, dict) else None
+    if given is None and ckpt is not None and (ckpt / TOKENIZER_JSON).is_file():
+        given = ckpt / TOKENIZER_JSON
     if given is None:
         for p in paths if isinstance(paths, list) else []:
             try:
@@ -159,11 +167,10 @@ def find_tokenizer(state: dict[str, Any], given: Path | None) -> TokenizerFiles:
         raise ConfigError("cannot find the tokenizer this checkpoint was trained with (its data manifest is gone); "
                           "pass --tokenizer PATH/tokenizer.json")
     tok = load_tokenizer(given)
-    from tokenizers import Tokenizer
+    from olmo.special_tokens import special_tokens
 
-    raw = Tokenizer.from_file(str(tok.path))
-    pads = [t.content for t in raw.get_added_tokens_decoder().values() if "pad" in t.content.lower()]
-    return TokenizerFiles(tok.path, raw.id_to_token(tok.eos_id), pads[0] if pads else None)
+    found = special_tokens(tok.tokenizer, tok.path)
+    return TokenizerFiles(tok.path, tok.tokenizer.id_to_token(tok.eos_id), found["pad"], found["bos"])
 
 
 def _write_tokenizer(out: Path, tok: TokenizerFiles, max_len: int) -> tuple[int | None, int | None]:
@@ -172,9 +179,9 @@ def _write_tokenizer(out: Path, tok: TokenizerFiles, max_len: int) -> tuple[int 
     shutil.copyfile(tok.path, out / "tokenizer.json")
     raw = Tokenizer.from_file(str(tok.path))
     conf = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_len, "eos_token": tok.eos,
-            "pad_token": tok.pad, "bos_token": None, "clean_up_tokenization_spaces": False}
+            "pad_token": tok.pad, "bos_token": tok.bos, "clean_up_tokenization_spaces": False}
     (out / "tokenizer_config.json").write_text(json.dumps(conf, indent=2) + "\n")
-    special = {k: v for k, v in (("eos_token", tok.eos), ("pad_token", tok.pad)) if v}
+    special = {k: v for k, v in (("bos_token", tok.bos), ("eos_token", tok.eos), ("pad_token", tok.pad)) if v}
     (out / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n")
     ids = (raw.token_to_id(tok.eos) if tok.eos else None, raw.token_to_id(tok.pad) if tok.pad else None)
     return ids
@@ -216,8 +223,14 @@ def _temp_dir(out: Path) -> Path:
     return tmp
 
 
-def _save_shards(weights: dict[str, torch.Tensor], out: Path, shard_bytes: int) -> None:
+def _save_shards(weights: dict[str, torch.Tensor], out: Path, shard_bytes: int,
+                 progress: Callable[[int], None] | None = None) -> None:
+    """Safetensors files of at most `shard_bytes`; `progress(nbytes)` hears of each file's tensors once written."""
     from safetensors.torch import save_file
+
+    def done(shard: dict[str, torch.Tensor]) -> None:
+        if progress:
+            progress(sum(t.nbytes for t in shard.values()))
 
     shards: list[dict[str, torch.Tensor]] = [{}]
     size = 0
@@ -229,28 +242,40 @@ def _save_shards(weights: dict[str, torch.Tensor], out: Path, shard_bytes: int) 
         size += t.nbytes
     if len(shards) == 1:
         save_file(shards[0], str(out / "model.safetensors"), metadata={"format": "pt"})
+        done(shards[0])
         return
     index: dict[str, Any] = {"metadata": {"total_size": sum(t.nbytes for t in weights.values())}, "weight_map": {}}
     for i, shard in enumerate(shards, 1):
         fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
         save_file(shard, str(out / fname), metadata={"format": "pt"})
+        done(shard)
         index["weight_map"].update(dict.fromkeys(shard, fname))
     (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
 
 
 def export_hf(ckpt: Path, out: Path, tokenizer: Path | None = None, dtype: torch.dtype = torch.float32,
-              overwrite: bool = False, shard_bytes: int = SHARD_BYTES) -> Path:
-    """Write the checkpoint `ckpt` (or a run dir's latest) as a Hugging Face model folder at `out`."""
+              overwrite: bool = False, shard_bytes: int = SHARD_BYTES,
+              progress: Callable[[int, int], None] | None = None) -> Path:
+    """Write the checkpoint `ckpt` (or a run dir's latest) as a Hugging Face model folder at `out`.
+    `progress(nbytes, total)` follows the weights written (total: all of them, in `dtype`)."""
     from olmo.recipe import from_dict
 
     path = checkpoint.resolve(ckpt)
     state = checkpoint.read_state(path)
+    config = state.get("config")
+    if checkpoint.is_olmo_core(path) and not (isinstance(config, dict) and isinstance(config.get("model"), dict)):
+        raise ConfigError(f"{path} has no config.json saying the model's shape (OLMo-core's ConfigSaverCallback "
+                          "writes one); start a run from it with `olmo train RECIPE --init-from` and export that")
     saved_model = checkpoint.saved_config(path, state)["model"]
-    model_cfg = from_dict({"model": saved_model}, str(path / checkpoint.TRAIN_STATE)).model
+    source = path / (checkpoint.TRAIN_STATE if (path / checkpoint.TRAIN_STATE).is_file() else "config.json")
+    model_cfg = from_dict({"model": saved_model}, str(source)).model
     check_output_dir(out, "output folder")
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} already exists; pass --overwrite or choose another output directory")
-    tok = find_tokenizer(state, tokenizer)
+    tok = find_tokenizer(state, tokenizer, path)
+    problem = checkpoint.shape_mismatch(path, model_cfg)
+    if problem:  # e.g. an edited config.json beside OLMo-core's weights: HF would load it wrongly or not at all
+        raise ConfigError(f"{path}: the weights do not fit the model config ({problem})")
     weights = checkpoint.load_model_state(path, dtype)
     tmp = _temp_dir(out)
     try:
@@ -259,7 +284,9 @@ def export_hf(ckpt: Path, out: Path, tokenizer: Path | None = None, dtype: torch
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         gen = {"eos_token_id": eos_id, "pad_token_id": pad_id}
         (tmp / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
-        _save_shards({to_hf_key(k): v.contiguous() for k, v in weights.items()}, tmp, shard_bytes)
+        total = sum(v.nbytes for v in weights.values())
+        _save_shards({to_hf_key(k): v.contiguous() for k, v in weights.items()}, tmp, shard_bytes,
+                     (lambda n: progress(n, total)) if progress else None)
         _publish(tmp, out, overwrite)
     finally:
         if tmp.exists():
@@ -268,7 +295,8 @@ def export_hf(ckpt: Path, out: Path, tokenizer: Path | None = None, dtype: torch
 
 
 # ---------------------------------------------------------------------------------------------------- import
-def _read_hf_weights(hf_dir: Path) -> dict[str, torch.Tensor]:
+def _read_hf_weights(hf_dir: Path, progress: Callable[[int, int], None] | None = None) -> dict[str, torch.Tensor]:
+    """Every tensor of the folder's safetensors files; `progress(nbytes, total)` after each file is read."""
     from safetensors.torch import load_file
 
     index = hf_dir / "model.safetensors.index.json"
@@ -277,6 +305,7 @@ def _read_hf_weights(hf_dir: Path) -> dict[str, torch.Tensor]:
         raise ConfigError(f"{hf_dir} has no safetensors weights ({', '.join(files)}); download them (e.g. "
                           "`hf download MODEL --local-dir DIR`) or convert .bin weights to safetensors first")
     weights: dict[str, torch.Tensor] = {}
+    total = sum((hf_dir / f).stat().st_size for f in files)
     for f in files:
         try:
             weights.update(load_file(str(hf_dir / f)))
@@ -284,6 +313,8 @@ def _read_hf_weights(hf_dir: Path) -> dict[str, torch.Tensor]:
             first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)[:200]
             raise ConfigError(f"{hf_dir / f} is not a readable safetensors file ({first}); download it "
                               "again") from None
+        if progress:
+            progress((hf_dir / f).stat().st_size, total)
     return weights
 
 
@@ -337,7 +368,8 @@ def _read_hf_config(conf: Path) -> ModelConfig:
     return model_cfg
 
 
-def import_hf(hf_dir: Path, out: Path, overwrite: bool = False) -> tuple[Path, ModelConfig]:
+def import_hf(hf_dir: Path, out: Path, overwrite: bool = False,
+              progress: Callable[[int, int], None] | None = None) -> tuple[Path, ModelConfig]:
     """Turn a Hugging Face OLMo 2/3 folder into a weights-only checkpoint at `out` (fp32 master weights), with
     its tokenizer.json and a recipe.yaml that fine-tunes from it (`init_from` set)."""
     from olmo.model import Transformer
@@ -353,7 +385,7 @@ def import_hf(hf_dir: Path, out: Path, overwrite: bool = False) -> tuple[Path, M
     with torch.device("meta"):
         expected = {k: v.shape for k, v in Transformer(model_cfg).state_dict().items()}
     weights: dict[str, torch.Tensor] = {}
-    for name, t in _read_hf_weights(hf_dir).items():
+    for name, t in _read_hf_weights(hf_dir, progress).items():
         if name.endswith("rotary_emb.inv_freq"):  # a buffer some older exports carry; recomputed from rope_theta
             continue
         try:
@@ -371,14 +403,15 @@ def import_hf(hf_dir: Path, out: Path, overwrite: bool = False) -> tuple[Path, M
                       data=DataConfig(seq_len=min(4096, model_cfg.max_seq_len)),
                       optim=OptimConfig(lr=1e-5, warmup_steps=100, schedule="linear", final_lr_ratio=0.0),
                       steps=1000, save_interval=250)
-    tok = hf_dir / "tokenizer.json"
+    tok = out / "tokenizer.json" if (hf_dir / "tokenizer.json").is_file() else "MODEL_TOKENIZER.json"
     recipe = (f"# Fine-tune {hf_dir.name} (written by olmo import-hf). lr 1e-5 with a linear decay is a cautious\n"
               f"# starting point, not a tuned value. Tokenize your data with the model's own tokenizer:\n"
-              f"#   olmo prepare-data -i docs.jsonl -o data/ft -t {out / 'tokenizer.json'}\n"
+              f"#   olmo prepare-data -i docs.jsonl -o data/ft -t {tok}\n"
               f"#   olmo train {out / 'recipe.yaml'} --set data.paths=[data/ft]\n" + to_yaml(cfg))
     extra = {"recipe.yaml": recipe.encode()}
-    if tok.is_file():
-        extra["tokenizer.json"] = tok.read_bytes()
+    from olmo import tokenizer_files
+
+    extra.update(tokenizer_files.from_dir(hf_dir))  # tokenizer.json with the tokenizer_config.json naming its tokens
     from olmo.recipe import config_to_dict
 
     state = {"step": 0, "tokens_seen": 0, "world_size": 1, "config": config_to_dict(cfg), "source": str(hf_dir)}

@@ -45,6 +45,7 @@ from olmo.fsutil import (
 from olmo.lock import LOCK_NAME, DirLock
 from olmo.prepare_pipeline import Encoded, Encoder, WorkerSpec
 from olmo.shards import BLOCK_BYTES, FORMAT, MANIFEST, VERSION, ShardMeta, dtype_for_vocab, read_sidecars, shard_name
+from olmo.special_tokens import special_ids
 
 JOB_FILE = "prepare.json"
 SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".txt", ".txt.gz")
@@ -277,7 +278,7 @@ def _count(stats: dict[str, FileStats], inputs: list[Path], r: Encoded, docs: in
 def prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwrite: bool = False,
             progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> PrepareResult:
     """Tokenize `inputs` into shards in `out` with `workers` processes (default: all usable CPUs).
-    `progress(bytes_read, tokens_written)` gets increments.
+    `progress(input_bytes_done, tokens_written)` gets increments; the bytes add up to the inputs' total size.
 
     `out` is locked for the run (olmo/lock.py). On bad input or data found on the way, every file this run
     added is removed again (and `out` itself when this run made it); on a full disk the shard being written
@@ -343,18 +344,18 @@ def _prepare(inputs: list[Path], out: Path, tok: Tok, shard_tokens: int, overwri
     if progress and start[0]:  # account for the inputs already in finished shards
         progress(sum(p.stat().st_size for p in inputs[:start[0]]), 0)
     new_tokens, cpu_s = 0, 0.0
-    read = [0]
+    read = [0]  # input bytes done, for the tokens-per-byte estimate of a full disk
 
-    def on_read(n: int) -> None:
-        read[0] += n
+    def on_done(nbytes: int, tokens: int) -> None:  # bytes count once their tokens are written: 100% means done
+        read[0] += nbytes
         if progress:
-            progress(n, 0)
+            progress(nbytes, tokens)
 
-    results, n_workers = encoded(inputs, start, tok, workers, on_read)
+    results, n_workers = encoded(inputs, start, tok, workers, lambda n: on_done(n, 0))
     writer: ShardWriter | None = None  # the last, still open shard
     try:
         shards, writer, last_pos, new_tokens, cpu_s = _stream(results, inputs, out, tok, shard_tokens, stats, shards,
-                                                             last_pos, progress)
+                                                             last_pos, on_done)
         if writer is not None:
             shards.append(writer.finish(tok, {"input": last_pos[0], "records": last_pos[1]}))
             writer = None
@@ -411,7 +412,7 @@ def _stream(results: Generator[Encoded, None, None], inputs: list[Path], out: Pa
                 new_tokens += flat.size
                 cpu_s += r.cpu_s
                 if progress:
-                    progress(0, flat.size)
+                    progress(r.nbytes, flat.size)
                 first = 0  # first document of this task not yet written
                 while first < len(ends):
                     if writer is None:
@@ -440,6 +441,8 @@ def write_manifest(out: Path, shards: list[ShardMeta], tok: Tok, job: dict[str, 
     atomic_write_json(out / MANIFEST, {
         "format": FORMAT, "version": VERSION,
         "dtype": dtype_for_vocab(tok.vocab_size), "vocab_size": tok.vocab_size, "eos_id": tok.eos_id,
+        # what OLMo-core's TokenizerConfig asks for besides eos_token_id (null: the tokenizer has no such token)
+        **(special_ids(tok.tokenizer, tok.path) if tok.tokenizer is not None else {"bos_id": None, "pad_id": None}),
         "tokenizer": {"path": str(tok.path), "sha256": tok.sha256},
         "num_tokens": sum(s.num_tokens for s in shards), "num_docs": sum(s.num_docs for s in shards),
         "inputs": job["inputs"], "shard_tokens": job["shard_tokens"],

@@ -52,6 +52,7 @@ class Task(NamedTuple):
     data: bytes
     first_line: int  # record number of the first line in `data`
     skip: int  # records up to this number were written by an earlier run (resume): pass over them
+    nbytes: int = 0  # input-file bytes this task covers (compressed, for .gz): progress counts them once written
 
 
 class Encoded(NamedTuple):
@@ -65,6 +66,7 @@ class Encoded(NamedTuple):
     bad: int  # lines that are not JSON objects with a string "text"
     first_bad: int  # record number of the first bad line, 0 when none
     cpu_s: float  # CPU seconds the encoding took (what the workers spend; see bench/prepare_data.py)
+    nbytes: int = 0  # the task's input-file bytes (Task.nbytes), passed through
 
 
 def chunk_bytes(total_bytes: int, workers: int) -> int:
@@ -75,7 +77,9 @@ def chunk_bytes(total_bytes: int, workers: int) -> int:
 def read_tasks(inputs: list[Path], start: tuple[int, int], size: int,
                progress: Callable[[int], None] | None = None) -> Iterator[Task]:
     """Tasks of about `size` bytes covering `inputs` from record `start[1]` of input `start[0]` on, in order.
-    `progress(n)` gets the (compressed) bytes read."""
+    Each task carries the (compressed) input bytes it covers; `progress(n)` gets only the bytes no task carries
+    (lines before the resume point, a gzip trailer), so a progress bar counting both reaches 100% exactly when
+    the last task is written, not when the reader (which runs ahead of the encoders) reaches the end."""
     for i in range(start[0], len(inputs)):
         try:
             yield from _file_tasks(i, inputs[i], start[1] if i == start[0] else 0, size, progress)
@@ -100,10 +104,10 @@ def _file_tasks(i: int, path: Path, skip: int, size: int, progress: Callable[[in
         f: IO[bytes] = gzip.GzipFile(fileobj=raw) if path.name.endswith(".gz") else raw  # type: ignore[assignment]
         if ".txt" in path.name:
             data = f.read()
-            if progress:
-                progress(raw.tell())
             if skip == 0:
-                yield Task(i, True, data, 1, 0)
+                yield Task(i, True, data, 1, 0, raw.tell())
+            elif progress:
+                progress(raw.tell())
             return
         line, last = 1, 0
         while data := f.read(size):
@@ -111,12 +115,14 @@ def _file_tasks(i: int, path: Path, skip: int, size: int, progress: Callable[[in
                 data += f.readline()  # finish the last line, so no line is split between two tasks
             newlines = data.count(b"\n")
             n_lines = newlines + (not data.endswith(b"\n"))
+            nbytes, last = raw.tell() - last, raw.tell()
             if line + n_lines - 1 > skip:  # not entirely before the resume point
-                yield Task(i, False, data, line, skip)
+                yield Task(i, False, data, line, skip, nbytes)
+            elif progress:
+                progress(nbytes)
             line += newlines
-            if progress:
-                progress(raw.tell() - last)
-                last = raw.tell()
+        if progress and raw.tell() > last:
+            progress(raw.tell() - last)
 
 
 def parse(task: Task) -> tuple[list[str], list[int], int, int, int]:
@@ -166,7 +172,7 @@ class Encoder:
             n += len(doc) + 1
             ends.append(n)
         return Encoded(task.file, ids.tobytes(), ends.tobytes(), array("q", records).tobytes(), empty, bad,
-                       first_bad, time.process_time() - t0)
+                       first_bad, time.process_time() - t0, task.nbytes)
 
 
 # ------------------------------------------------------------------------------------------------ workers

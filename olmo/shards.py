@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -299,9 +300,11 @@ def validate_bare(directory: Path, meta: ShardMeta, dtype_given: bool = False) -
     return rep
 
 
-def validate_dir(directory: Path, vocab_size: int | None = None, dtype: str | None = None) -> list[ShardReport]:
+def validate_dir(directory: Path, vocab_size: int | None = None, dtype: str | None = None,
+                 progress: Callable[[int], None] | None = None) -> list[ShardReport]:
     """Validate every shard in `directory` (raises FileNotFoundError when there are none, ManifestError when
-    its manifest is damaged). `dtype`, when given, must match the metadata; bare shards are read with it."""
+    its manifest is damaged). `dtype`, when given, must match the metadata; bare shards are read with it.
+    `progress(nbytes)` hears of each shard's bytes once that shard is checked."""
     metas = shard_metas(directory, vocab_size, dtype)
     if not metas:
         raise FileNotFoundError(directory)
@@ -309,9 +312,18 @@ def validate_dir(directory: Path, vocab_size: int | None = None, dtype: str | No
     for m in metas:
         if not m.sha256:
             reports.append(validate_bare(directory, m, dtype is not None))
-            continue
-        rep = validate_shard(directory, m, vocab_size)
-        if dtype and dtype != m.dtype:
-            rep.problems.insert(0, Problem(m.file, None, f"the metadata says {m.dtype} but --dtype is {dtype}", 0))
-        reports.append(rep)
+        else:
+            rep = validate_shard(directory, m, vocab_size)
+            if dtype and dtype != m.dtype:
+                rep.problems.insert(0, Problem(m.file, None, f"the metadata says {m.dtype} but --dtype is {dtype}", 0))
+            reports.append(rep)
+        if progress:
+            path = directory / m.file
+            progress(path.stat().st_size if path.is_file() else 0)
     return reports
+
+
+def shard_bytes(directory: Path, vocab_size: int | None = None, dtype: str | None = None) -> int:
+    """The bytes validate_dir will read (for a progress bar's total)."""
+    return sum((directory / m.file).stat().st_size for m in shard_metas(directory, vocab_size, dtype)
+               if (directory / m.file).is_file())

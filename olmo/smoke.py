@@ -16,6 +16,7 @@ from rich.console import Console
 
 from olmo.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from olmo.corpus import CORPUS_PATH, TOKENIZER_PATH
+from olmo.parallel import World
 
 # The loss "fell" when the mean of the last quarter of the steps is at least this much below the first step's
 # loss. From ln(768) = 6.6 at initialisation the tiny model reaches about 4 in 20 steps on this corpus; a
@@ -41,14 +42,25 @@ class SmokeResult:
                 f"{self.tokens_per_s:,.0f} tokens/s, {self.seconds:.1f}s")
 
 
-def smoke_config(run_dir: Path, data_dir: Path, device: str | None, steps: int) -> TrainConfig:
+def smoke_config(run_dir: Path, data_dir: Path, device: str | None, steps: int, world_size: int = 1) -> TrainConfig:
+    """The smoke run's config. Under torchrun each process takes a micro-batch of 8, so the global batch follows
+    the world size (8 per process) and every rank does the single-process amount of work."""
     return TrainConfig(
         model=ModelConfig.tiny(),
         data=DataConfig(paths=[str(data_dir)], seq_len=128, val_fraction=0.05),
         optim=OptimConfig(lr=1e-2, warmup_steps=max(1, steps // 10), schedule="cosine", final_lr_ratio=0.1),
-        run_dir=str(run_dir), steps=steps, global_batch_size=8, micro_batch_size=8,
+        run_dir=str(run_dir), steps=steps, global_batch_size=8 * world_size, micro_batch_size=8,
         device=device or "auto", log_interval=1, eval_batches=4, save_interval=steps, keep_last_n=1,
     )
+
+
+def _with_overrides(cfg: TrainConfig, overrides: list[str]) -> TrainConfig:
+    from olmo.recipe import apply_override, config_to_dict, from_dict
+
+    raw = config_to_dict(cfg)
+    for item in overrides:
+        apply_override(raw, item)
+    return from_dict(raw, "--smoke")
 
 
 def loss_fell(losses: list[float]) -> bool:
@@ -58,28 +70,49 @@ def loss_fell(losses: list[float]) -> bool:
     return sum(tail) / len(tail) < losses[0] * (1 - MIN_DROP)
 
 
+def _shared_root(out_dir: Path | None, world: World) -> tuple[Path, Path | None]:
+    """Where the run goes, the same directory on every rank: `out_dir`, or a temp dir rank 0 makes (and names to
+    the others) which the caller deletes afterwards (the second value)."""
+    if out_dir is not None:
+        return Path(out_dir), None
+    made = [tempfile.mkdtemp(prefix="olmo-smoke-") if world.rank == 0 else None]
+    if world.world_size > 1:
+        import torch.distributed as dist
+
+        dist.broadcast_object_list(made, src=0)
+    assert made[0] is not None
+    return Path(made[0]), Path(made[0]) if world.rank == 0 else None
+
+
 def run_smoke(device: str | None = None, steps: int = 20, out_dir: Path | None = None,
-              console: Console | None = None) -> SmokeResult:
-    """Prepare the bundled data and train the tiny model for `steps` steps in `out_dir` (a fresh temp dir when
-    None, removed afterwards). `device`: None/"auto" picks the GPU when torch can use one."""
-    from olmo.parallel import World, resolve_device
+              console: Console | None = None, overrides: list[str] | None = None) -> SmokeResult:
+    """Prepare the bundled data and train the tiny model for `steps` steps in `out_dir` (kept), or in a temp dir
+    removed afterwards. `device`: None/"auto" picks the GPU when torch can use one. Under torchrun every process
+    calls this: rank 0 prepares the data, all train (data parallel; with several nodes, `out_dir` must be on a
+    filesystem they share). `overrides` are `--set` items applied to the smoke config."""
+    import shutil
+
+    from olmo import parallel
     from olmo.prepare import find_inputs, load_tokenizer, prepare
     from olmo.train import train
 
-    with tempfile.TemporaryDirectory(prefix="olmo-smoke-") as tmp:
-        root = Path(out_dir) if out_dir else Path(tmp)
-        tok = load_tokenizer(TOKENIZER_PATH)
-        prepare(find_inputs([CORPUS_PATH]), root / "data", tok, shard_tokens=1 << 20, overwrite=True)
+    world = parallel.world_from_env()
+    if world.world_size > 1:  # joined here, not in train(), so the ranks can agree on the directory first
+        parallel.init_distributed(world, parallel.resolve_device(device or "auto", world))
+    root, remove = _shared_root(out_dir, world)
+    try:
         run_dir = root / "run"
-        if run_dir.exists():  # a previous smoke run in the same out_dir: start over, not resume
-            import shutil
-
-            shutil.rmtree(run_dir)
-        cfg = smoke_config(run_dir, root / "data", device, steps)
+        if world.rank == 0:
+            tok = load_tokenizer(TOKENIZER_PATH)
+            prepare(find_inputs([CORPUS_PATH]), root / "data", tok, shard_tokens=1 << 20, overwrite=True)
+            if run_dir.exists():  # a previous smoke run in the same out_dir: start over, not resume
+                shutil.rmtree(run_dir)
+        parallel.barrier()
+        cfg = _with_overrides(smoke_config(run_dir, root / "data", device, steps, world.world_size), overrides or [])
         # The tiny model's matmuls are too small to gain from a second CPU thread, and on a busy machine
         # OpenMP workers spin-waiting for a core make a 2-thread run up to 10x slower (measured: 53 s vs 5 s).
         threads = torch.get_num_threads()
-        if resolve_device(cfg.device, World()).type == "cpu":
+        if parallel.resolve_device(cfg.device, world).type == "cpu":
             torch.set_num_threads(1)
         try:
             res = train(cfg, console=console)
@@ -87,3 +120,6 @@ def run_smoke(device: str | None = None, steps: int = 20, out_dir: Path | None =
             torch.set_num_threads(threads)
         return SmokeResult(res.device, res.step, res.losses, res.tokens_per_s, res.seconds,
                            loss_fell(res.losses), res.eval_loss, str(res.checkpoint) if out_dir else None)
+    finally:
+        if remove is not None:
+            shutil.rmtree(remove, ignore_errors=True)

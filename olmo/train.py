@@ -77,6 +77,7 @@ class Setup:
     tokens_seen: int = 0
     graph: GraphedStep | None = None  # the step replayed as one CUDA graph (cfg.cuda_graph, one GPU)
     say: Any = print
+    carry: dict[str, bytes] = field(default_factory=dict)  # tokenizer files copied into every checkpoint
 
 
 def _seed_everything(seed: int) -> None:
@@ -170,15 +171,27 @@ def init_checkpoint(cfg: TrainConfig) -> Path:
         path = checkpoint.resolve(Path(cfg.init_from))
     except FileNotFoundError:
         raise ConfigError(f"init_from {cfg.init_from} is not a checkpoint or a run dir with checkpoints; give a "
-                          "directory written by `olmo train` or `olmo import-hf`") from None
+                          "directory written by `olmo train`, `olmo import-hf` or OLMo-core (step<N>/model_and_optim/)"
+                          ) from None
     checkpoint.require_whole(path)
-    saved = checkpoint.saved_config(path)["model"]
+    state = checkpoint.read_state(path)
+    config = state.get("config")
+    if checkpoint.is_olmo_core(path) and not (isinstance(config, dict) and isinstance(config.get("model"), dict)):
+        _check_shapes(path, cfg)  # an OLMo-core checkpoint without config.json: the weights must fit the recipe
+        return path
+    saved = checkpoint.saved_config(path, state)["model"]
     now = config_to_dict(cfg)["model"]
     differ = [f"model.{k}={saved[k]!r}" for k in now if k in saved and saved[k] != now[k] and k != "attn_backend"]
     if differ:
         raise ConfigError(f"init_from {path} holds a different model; set {' '.join(differ)} (e.g. with --set), or "
                           "use the recipe.yaml that `olmo import-hf` wrote next to it")
     return path
+
+
+def _check_shapes(path: Path, cfg: TrainConfig) -> None:
+    problem = checkpoint.shape_mismatch(path, cfg.model)
+    if problem:
+        raise ConfigError(f"init_from {path} holds a different model ({problem}); set the recipe's model to match it")
 
 
 def _choose_attention(cfg: TrainConfig, world: World, device: torch.device, say: Any) -> str:
@@ -240,6 +253,11 @@ def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
             path = init_checkpoint(cfg)
             checkpoint.load(path, model, None)
             say(f"initialised the weights from {path} (step 0, fresh optimizer and data order)")
+    if world.is_main:
+        from olmo import tokenizer_files
+
+        s.carry = tokenizer_files.for_run(cfg, ckpt if resume else None,
+                                          checkpoint.resolve(Path(cfg.init_from)) if cfg.init_from else None)
     return s
 
 
@@ -451,7 +469,8 @@ def _train(cfg: TrainConfig, resume: bool, say: Any) -> TrainResult:
             if step % cfg.save_interval == 0 or step == stop:
                 state = {"tokens_seen": s.tokens_seen, "data_loader": s.loader.state_dict(),
                          "config": config_to_dict(cfg), "world_size": s.world.world_size}
-                result.checkpoint = checkpoint.save(run_dir, step, s.model, s.optimizer, state, cfg.keep_last_n)
+                result.checkpoint = checkpoint.save(run_dir, step, s.model, s.optimizer, state, cfg.keep_last_n,
+                                                    extra=s.carry)
                 say(f"saved {result.checkpoint}")
             paused += time.perf_counter() - t_pause
             paused_total += time.perf_counter() - t_pause

@@ -17,7 +17,7 @@ app = typer.Typer(
     name="olmo-doctor",
     help="Check a machine for training OLMo, explain what is wrong and how to fix it, and build kernels for it.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion: typer imports its completion modules anyway
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -35,6 +35,14 @@ def main() -> None:
         sys.exit(2)
     except RuleError as e:  # a hand-edited rules file: name it, never a traceback
         print(f"olmo-doctor: broken rule file {e}; fix it or restore it with git", file=sys.stderr)
+        sys.exit(2)
+    except (ImportError, AttributeError):  # `olmo` may be another distribution's (OD260): name it, else re-raise
+        from olmo_doctor.olmo_clash import clash_line, foreign_origin
+
+        origin = foreign_origin()
+        if origin is None:
+            raise
+        print(f"olmo-doctor: {clash_line(origin)}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("olmo-doctor: interrupted", file=sys.stderr)

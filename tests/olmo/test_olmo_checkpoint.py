@@ -34,7 +34,7 @@ def save_forever(run, helper_pid):
     model(torch.randn(2, 1024)).sum().backward()
     opt.step()
     last = checkpoint.latest(run)
-    step = int(last.name.split("-")[1]) if last else 0
+    step = int(last.name.removeprefix("step")) if last else 0
     while os.getppid() == helper_pid:  # never outlive the helper
         step += 1
         with torch.no_grad():
@@ -65,7 +65,7 @@ def _check_latest(run: Path) -> int:
     path = run / "checkpoints" / pointer
     assert checkpoint.latest(run) == path
     assert checkpoint.verify(path) is None
-    step = int(pointer.split("-")[1])
+    step = int(pointer.removeprefix("step"))
     state = checkpoint.read_state(path)
     assert state["step"] == step and state["tokens_seen"] == step
     weights = checkpoint.load_model_state(path)
@@ -119,13 +119,13 @@ def test_keep_last_n_and_leftover_cleanup(tmp_path: Path) -> None:
     root = tmp_path / "checkpoints"
     for step in (1, 2, 3):
         checkpoint.save(tmp_path, step, model, opt, {}, keep_last_n=2)
-    assert [p.name for p in checkpoint.complete_checkpoints(tmp_path)] == ["step-000002", "step-000003"]
-    (root / "step-000004-tmp").mkdir()  # a killed save
-    (root / "step-000001-deleting").mkdir()  # a killed purge
-    (root / "step-000005-tmp").mkdir()
-    assert checkpoint.latest(tmp_path) == root / "step-000003"  # unfinished dirs are never candidates
+    assert [p.name for p in checkpoint.complete_checkpoints(tmp_path)] == ["step2", "step3"]
+    (root / "step4-tmp").mkdir()  # a killed save
+    (root / "step1-deleting").mkdir()  # a killed purge
+    (root / "step5-tmp").mkdir()
+    assert checkpoint.latest(tmp_path) == root / "step3"  # unfinished dirs are never candidates
     checkpoint.save(tmp_path, 4, model, opt, {}, keep_last_n=0)
-    assert sorted(p.name for p in root.iterdir()) == ["latest", "step-000002", "step-000003", "step-000004"]
+    assert sorted(p.name for p in root.iterdir()) == ["latest", "step2", "step3", "step4"]
 
 
 def test_damaged_checkpoint_is_refused(tmp_path: Path) -> None:

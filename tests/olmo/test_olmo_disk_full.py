@@ -43,10 +43,10 @@ def test_checkpoint_save_on_a_full_disk(kind: str, tmp_path: Path, tiny_data: Pa
     kept: dict[str, bytes] = {}
 
     def write_item(*args: object, **kw: object) -> object:
-        if "step-000004" not in str(getattr(args[1], "name", "")):
+        if "step4" not in str(getattr(args[1], "name", "")):
             return real(*args, **kw)  # type: ignore[arg-type]
         if not kept:
-            kept.update(_tree(tmp_path / "run" / "checkpoints" / "step-000002"))
+            kept.update(_tree(tmp_path / "run" / "checkpoints" / "step2"))
         args[1].write(b"\0" * 100)  # type: ignore[attr-defined]  # part of it lands, then the disk is full
         raise FULL[kind]()
 
@@ -55,13 +55,13 @@ def test_checkpoint_save_on_a_full_disk(kind: str, tmp_path: Path, tiny_data: Pa
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
     assert lines[0].startswith("olmo: no space left on /") and "(needs about " in lines[0] and " GB)" in lines[0]
-    assert "--resume continues from step-000002" in lines[0]
+    assert "--resume continues from step2" in lines[0]
     root = tmp_path / "run" / "checkpoints"
-    assert sorted(p.name for p in root.iterdir()) == ["latest", "step-000002"]  # no half checkpoint
-    assert _tree(root / "step-000002") == kept and checkpoint.verify(root / "step-000002") is None
+    assert sorted(p.name for p in root.iterdir()) == ["latest", "step2"]  # no half checkpoint
+    assert _tree(root / "step2") == kept and checkpoint.verify(root / "step2") is None
     monkeypatch.setattr(fs, "_write_item", real)
     code, out, err = cli("train", str(recipe), "--device", "cpu", "--resume")
-    assert code == 0 and "resumed from" in out and (root / "step-000004").is_dir(), err
+    assert code == 0 and "resumed from" in out and (root / "step4").is_dir(), err
 
 
 def test_prepare_data_on_a_full_disk_keeps_finished_shards_and_resumes(tmp_path: Path, cli: CLI,

@@ -75,7 +75,7 @@ def test_fsdp_matches_one_process_then_resumes_on_one(
     assert "on 2 processes (fsdp)" in out and "grad accumulation 2" in out
     assert out.count("step      1/3") == 1  # rank 0 alone prints
     _close(_losses(tmp_path / "fsdp"), reference, range(1, 4))
-    ckpt = tmp_path / "fsdp" / "checkpoints" / "step-000003"
+    ckpt = tmp_path / "fsdp" / "checkpoints" / "step3"
     state = checkpoint.read_state(ckpt)
     assert state["world_size"] == 2 and len(state["rng_ranks"]) == 2
     assert {"__0_0.distcp", "__1_0.distcp", ".metadata"} <= set(state["files"])  # each rank wrote its shards
@@ -108,7 +108,7 @@ def test_one_process_checkpoint_resumes_sharded_on_two(
 ) -> None:
     run = tmp_path / "grow"
     shutil.copytree(reference.run_dir, run)
-    checkpoint.remove_tree(run / "checkpoints" / "step-000006")  # as if the 1-process job had stopped at step 3
+    checkpoint.remove_tree(run / "checkpoints" / "step6")  # as if the 1-process job had stopped at step 3
     out = torchrun(_config(micro, tiny_data, run), tmp_path, "--resume")
     assert "resumed from" in out and "saved on 1" in out  # the world size changed: said, not silent
     _close(_losses(run), reference, range(1, 7))
@@ -121,8 +121,8 @@ def test_activation_checkpointing_keeps_names_and_losses(
     cfg.parallel.ac, cfg.hard_stop = "full", 3
     res = train(cfg)
     assert res.losses == reference.losses[:3]  # recomputation gives the very same numbers on the CPU
-    names = set(checkpoint.load_model_state(tmp_path / "ac" / "checkpoints" / "step-000003"))
-    assert names == set(checkpoint.load_model_state(Path(reference.run_dir) / "checkpoints" / "step-000003"))
+    names = set(checkpoint.load_model_state(tmp_path / "ac" / "checkpoints" / "step3"))
+    assert names == set(checkpoint.load_model_state(Path(reference.run_dir) / "checkpoints" / "step3"))
     assert "blocks.0.attention.w_q.weight" in names
 
 
@@ -133,7 +133,7 @@ def test_init_from_loads_weights_only(
     cfg.init_from, cfg.hard_stop = str(reference.run_dir), 1  # a run dir: its latest checkpoint (step 6)
     res = train(cfg)
     assert res.start_step == 0 and res.step == 1
-    ref_weights = checkpoint.load_model_state(Path(reference.run_dir) / "checkpoints" / "step-000006")
+    ref_weights = checkpoint.load_model_state(Path(reference.run_dir) / "checkpoints" / "step6")
     assert res.losses[0] < reference.losses[0] - 0.5  # starts from the trained weights, not from scratch
     bad = _config(micro, tiny_data, tmp_path / "ft2")
     bad.init_from, bad.model.n_layers = str(reference.run_dir), 3

@@ -28,7 +28,7 @@ def test_resume_is_bit_identical(tiny_data: Path, tmp_path: Path, micro: Callabl
     cfg = micro(tiny_data, tmp_path / "b")
     cfg.hard_stop = 10  # a job killed at step 10 (after its checkpoint); the schedule still spans 20 steps
     first = train(cfg)
-    assert first.step == 10 and checkpoint.latest(tmp_path / "b").name == "step-000010"  # type: ignore[union-attr]
+    assert first.step == 10 and checkpoint.latest(tmp_path / "b").name == "step10"  # type: ignore[union-attr]
     second = train(micro(tiny_data, tmp_path / "b"), resume=True)
     assert second.start_step == 10 and second.step == 20
     assert len(straight.losses) == 20
@@ -45,8 +45,8 @@ def test_resume_drops_metrics_written_after_the_last_checkpoint(
     cfg.hard_stop = 12
     cfg.save_interval = 10
     train(cfg)
-    checkpoint.remove_tree(tmp_path / "checkpoints" / "step-000012")  # as if killed before saving step 12
-    (tmp_path / "checkpoints" / "latest").write_text("step-000012\n")  # a stale pointer falls back too
+    checkpoint.remove_tree(tmp_path / "checkpoints" / "step12")  # as if killed before saving step 12
+    (tmp_path / "checkpoints" / "latest").write_text("step12\n")  # a stale pointer falls back too
     res = train(micro(tiny_data, tmp_path, steps=12), resume=True)
     assert res.start_step == 10
     steps = [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl") if "loss" in r]
@@ -128,7 +128,7 @@ def test_metrics_records(tiny_data: Path, tmp_path: Path, micro: Callable[..., T
     assert {"loss", "lr", "grad_norm", "tokens", "tokens_per_s", "mfu"} <= set(step5[0])
     assert step5[0]["tokens"] == 5 * 8 * 64 and step5[0]["mfu"] is None  # no GPU peak on a CPU
     assert "eval_loss" in step5[1] and step5[1]["eval_ppl"] > 1
-    state = json.loads((tmp_path / "checkpoints" / "step-000005" / "train_state.json").read_text())
+    state = json.loads((tmp_path / "checkpoints" / "step5" / "train_state.json").read_text())
     assert state["step"] == 5 and state["tokens_seen"] == 5 * 8 * 64
     assert {"torch", "cuda", "numpy", "python"} <= set(state["rng"])
     assert state["saved_at"].endswith("+00:00") and state["config"]["model"]["d_model"] == 64
