@@ -125,7 +125,7 @@ else
     fi
   fi
   pip=("$venv/bin/python" -m pip --disable-pip-version-check)
-  "${pip[@]}" install -q --upgrade pip >/dev/null 2>&1 || true
+  "${pip[@]}" install -qq --upgrade pip >/dev/null 2>&1 || true
   if [ "$use_system_torch" = 1 ]; then
     say "keeping the system torch: $("$venv/bin/python" -c 'import torch; print(torch.__version__)')"
   elif "$venv/bin/python" -c 'import torch' 2>/dev/null; then
@@ -135,24 +135,24 @@ else
     if [ -n "$torch_index" ]; then
       # one retry: an unreachable wheel index must fail fast, not back off for minutes per package. Only the CPU
       # build may fall back to PyPI (its CUDA torch runs on a CPU too); a CUDA index was chosen for the driver.
-      if ! "${pip[@]}" install -q --retries 1 --timeout 15 "$torch_spec" --index-url "$torch_index"; then
+      if ! "${pip[@]}" install -qq --retries 1 --timeout 15 "$torch_spec" --index-url "$torch_index"; then
         case "$torch_index" in
-          */cpu) say "that index failed; trying the default index"; "${pip[@]}" install -q "$torch_spec" ;;
+          */cpu) say "that index failed; trying the default index"; "${pip[@]}" install -qq "$torch_spec" ;;
           *) die "could not install $torch_spec from $torch_index (network?); rerun, or pass --torch-index URL" ;;
         esac
       fi
     else
-      "${pip[@]}" install -q "$torch_spec"
+      "${pip[@]}" install -qq "$torch_spec"
     fi
   fi
   say "installing olmo-doctor and the trainer (editable, with dev tools)"
   # compat mode: a plain .pth path entry; the default import-hook finder costs ~10 ms on every command
-  "${pip[@]}" install -q -e "$here[dev]" --config-settings editable_mode=compat
+  "${pip[@]}" install -qq -e "$here[dev]" --config-settings editable_mode=compat
   # ai2-olmo-core (the OLMo-core checkpoint round-trip test) wants torch 2.10-2.13: add it only next to such a
   # torch, pinned to the installed one so it never replaces it; without it that one test skips
   tv="$("$venv/bin/python" -c 'import torch; print(torch.__version__)')"
   case "$tv" in
-    2.1[0-3].*) "${pip[@]}" install -q -e "$here[olmo-core]" "torch==$tv" --config-settings editable_mode=compat \
+    2.1[0-3].*) "${pip[@]}" install -qq -e "$here[olmo-core]" "torch==$tv" --config-settings editable_mode=compat \
                   || say "ai2-olmo-core did not install; the OLMo-core round-trip test will skip" ;;
   esac
   echo "$want" > "$stamp"
