@@ -9,7 +9,7 @@ Layout (`run_dir/checkpoints/`):
 `step<N>` is OLMo-core's naming, and DCP's `.metadata` at the top is what its `Checkpointer.dir_is_checkpoint`
 takes for a weights (and optimizer) checkpoint, so OLMo-core's tools find and load ours; older `step-NNNNNN`
 folders are still read. OLMo-core's own checkpoints (`step<N>/model_and_optim/`) are read too, weights only
-(olmo/olmo_core_compat.py): `resolve`, `verify`, `read_state`, `load` and `load_model_state` take either.
+(olmo/interop/olmo_core.py): `resolve`, `verify`, `read_state`, `load` and `load_model_state` take either.
 
 Weights and AdamW state are one DCP checkpoint (keys `model.<param name>` and `optim.state.<param name>...`, as
 OLMo-core's): every rank writes its own shards (`__<rank>_0.distcp`) and rank 0 the `.metadata` that maps each
@@ -48,9 +48,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from olmo import olmo_core_compat as core
 from olmo.errors import OlmoError, is_disk_full
 from olmo.fsutil import atomic_write_bytes, fsync_dir, gigabytes, mount_of, remove_tree
+from olmo.interop import olmo_core as core
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"

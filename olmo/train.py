@@ -8,7 +8,7 @@ Exact resume: everything a step depends on is either in the checkpoint (weights,
 loader's position, the RNG states) or a pure function of the step (the learning rate), so on the CPU a run
 stopped at step 10 and resumed gives the same losses, bit for bit, as one that never stopped (tests/olmo).
 
-Under torchrun every rank runs this same loop on its slice of each global batch (olmo/data.py); FSDP2 or DDP
+Under torchrun every rank runs this same loop on its slice of each global batch (olmo/data/loader.py); FSDP2 or DDP
 (olmo/parallel.py) reduce the gradients, the logged loss and the eval loss are averaged over all ranks, and only
 rank 0 prints, writes metrics.jsonl and finishes checkpoints. A checkpoint resumes at any world size: the run
 continues at the same global sample index with the same global batches, only split over a different number of
@@ -32,16 +32,16 @@ import torch
 from rich.console import Console
 
 from olmo import checkpoint, parallel
-from olmo.attention import get_backend
 from olmo.config import ConfigError, TrainConfig, check_vocab, validate
 from olmo.cuda_graph import CaptureFailed, GraphedStep
-from olmo.data import DataLoader, Source, TokenWindows, eval_batches, open_source, split_indices
+from olmo.data.loader import DataLoader, Source, TokenWindows, eval_batches, open_source, split_indices
 from olmo.fsutil import atomic_write_bytes, check_output_dir, missing_dirs, remove_empty_dirs
 from olmo.lock import DirLock
 from olmo.metrics import MetricsLog, mfu, peak_flops
-from olmo.mixed_precision import MasterAdamW
 from olmo.model import Transformer
-from olmo.optim import build_optimizer, clip_and_step, lr_at
+from olmo.nn.attention import get_backend
+from olmo.optim.mixed_precision import MasterAdamW
+from olmo.optim.optimizer import build_optimizer, clip_and_step, lr_at
 from olmo.parallel import World, autocast_dtype, resolve_device, world_from_env
 from olmo.recipe import config_to_dict, to_yaml
 
@@ -111,10 +111,9 @@ def build_data(cfg: TrainConfig, world: World, say: Any = None) -> tuple[DataLoa
 
 
 def check_source(source: Source, model_vocab: int, world: World, say: Any = None) -> None:
-    """Sizes, checksums and the largest token id of every shard, before the first step (olmo/shard_check.py).
+    """Sizes, checksums and the largest token id of every shard, before the first step (olmo/data/shard_check.py).
     Ids must be below the tokenizer's vocab when the shards say which, else below the model's embedding rows."""
-    from olmo import shard_check
-
+    from olmo.data import shard_check
     if source.vocab_size and source.vocab_size <= model_vocab:
         limit, hint = source.vocab_size, "the shard is damaged: rerun `olmo prepare-data` for it"
     else:
@@ -195,8 +194,8 @@ def _check_shapes(path: Path, cfg: TrainConfig) -> None:
 
 
 def _choose_attention(cfg: TrainConfig, world: World, device: torch.device, say: Any) -> str:
-    """Resolve `attn_backend: auto` (olmo/attention_choice.py); rank 0 decides and every rank uses its answer."""
-    from olmo.attention_choice import choose, describe
+    """Resolve `attn_backend: auto` (olmo/nn/attention_choice.py); rank 0 decides and every rank uses its answer."""
+    from olmo.nn.attention_choice import choose, describe
 
     name = None
     if world.rank == 0:
@@ -254,8 +253,7 @@ def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
             checkpoint.load(path, model, None)
             say(f"initialised the weights from {path} (step 0, fresh optimizer and data order)")
     if world.is_main:
-        from olmo import tokenizer_files
-
+        from olmo.data import tokenizer_files
         s.carry = tokenizer_files.for_run(cfg, ckpt if resume else None,
                                           checkpoint.resolve(Path(cfg.init_from)) if cfg.init_from else None)
     return s
@@ -351,7 +349,7 @@ def _step_core(s: Setup, micro_batches: list[torch.Tensor]) -> tuple[torch.Tenso
 
 @torch.no_grad()
 def evaluate(s: Setup) -> float | None:
-    """Mean cross-entropy over the eval sequences, which are split evenly over the ranks (olmo/data.py), so
+    """Mean cross-entropy over the eval sequences, which are split evenly over the ranks (olmo/data/loader.py), so
     every rank runs the same number of forwards (FSDP2's all-gathers are collective) and the result does not
     depend on the world size. None when there is no eval split."""
     if not s.val:

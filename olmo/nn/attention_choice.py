@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from olmo.attention import BACKENDS, AttnFn
 from olmo.config import ModelConfig
+from olmo.nn.attention import BACKENDS, AttnFn
 
 REL_ERROR_BOUND = 2e-2  # bf16: two correct kernels differ by ~2e-3, a wrong one by ~1
 CANDIDATES = ("sdpa", "flex", "flash_attn", "flash_attn_3", "xformers")  # "eager" is the reference, never the fast path
