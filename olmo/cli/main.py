@@ -305,9 +305,10 @@ def train_cmd(
         if warning:
             err.print(f"olmo: warning: {warning}", markup=False)
     if not dry_run:
-        from olmo.train import preflight
+        from olmo.preflight import preflight
 
-        preflight(cfg, resume, out.print)  # bad data or run_dir fails here, before the doctor's probes
+        # bad data or run_dir fails here, before the doctor's probes; train() uses what it found, not a second look
+        checked = preflight(cfg, resume, out.print, validated=True)
     if dry_run:
         from olmo.train import describe
 
@@ -322,7 +323,7 @@ def train_cmd(
     from olmo.train import TrainingFailed, train
 
     try:
-        res = train(cfg, resume=resume, console=out)
+        res = train(cfg, resume=resume, console=out, checked=checked)
     except TrainingFailed as e:
         err.print(f"olmo: {e}", markup=False)
         if json_:

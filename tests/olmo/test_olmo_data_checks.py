@@ -84,7 +84,7 @@ def test_second_start_reads_nothing_and_changed_bytes_are_caught(tmp_path: Path,
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     data = _shards(tmp_path / "data")
     cfg = micro(data, tmp_path / "run")
-    from olmo.train import build_data
+    from olmo.preflight import build_data
 
     world = parallel.world_from_env()
     build_data(cfg, world)  # scans and caches
