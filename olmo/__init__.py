@@ -8,5 +8,7 @@ loop) -> parallel.py (device, torchrun, FSDP2/DDP/AC wrapping; ac_plan.py for `a
 Face folders, OLMo-core checkpoints) -> smoke.py (the end-to-end check) -> cli/ (main.py, with overrides, --json
 and progress bars). Beside the loop: cuda_graph.py (a step replayed as one graph), metrics.py (MFU, where metrics
 go). The error contract: errors.py (the one error type), config_numbers.py (numbers that make no sense),
-data/shard_check.py (data checked before step 1), lock.py (one writer per folder), fsutil.py (crash-safe writes).
+data/shard_check.py (data checked before step 1), lock.py (one writer per folder), fsutil.py (crash-safe writes),
+cache.py (JSON caches that never fail a run). olmo imports olmo_doctor only for the doctor gate (cli/main.py) and
+build-kernels' kernel record (nn/attention_choice.py).
 """
