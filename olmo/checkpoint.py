@@ -22,7 +22,7 @@ written, then rank 0 writes train_state.json, fsyncs the directory, renames it t
 parent, and only then replaces `latest` (temp file + rename); a last barrier keeps any rank from running ahead
 of the rename. A SIGKILL at any moment leaves `latest` naming a complete checkpoint: the new or the previous
 one. Old checkpoints beyond `keep_last_n` are renamed aside before deletion. With several nodes, run_dir must
-be on a filesystem they all share (train.py checks this at start-up).
+be on a filesystem they all share (preflight.py checks this at start-up).
 
 `train_state.json` holds what a resume needs besides tensors: the step, tokens seen, the data loader's position
 (global, the same on every rank), the config, the world size, every rank's torch / CUDA / numpy / python RNG
@@ -307,7 +307,7 @@ def require_whole(path: Path) -> None:
 
 
 def _reader(path: Path) -> Any:
-    """DCP's reader for `path`, unpickling `.metadata` through an allowlist (olmo_core_compat.reader): a
+    """DCP's reader for `path`, unpickling `.metadata` through an allowlist (interop/olmo_core.reader): a
     checkpoint from elsewhere cannot run code when it is opened, and OLMo-core's metadata reads too."""
     return core.reader(path)
 
@@ -332,7 +332,7 @@ def _read_metadata(path: Path) -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return _reader(where).read_metadata()
-    except OlmoError:  # olmo_core_compat's allowlist refused what the pickle names: its own message says why
+    except OlmoError:  # interop/olmo_core's allowlist refused what the pickle names: its own message says why
         raise
     except Exception:  # DCP's .metadata is a pickle: garbage raises anything from UnpicklingError to EOFError
         raise OlmoError(f"checkpoint {path} is damaged: {METADATA} cannot be read; use another checkpoint") from None
