@@ -4,12 +4,12 @@
 
 Shapes (bf16, head dim 128, causal): OLMo 2 1B batch 4 x 4096, 16 heads; OLMo 3 7B batch 1 x 8192, 32 heads,
 once with its sliding window of 4096 (3 of every 4 layers) and once full (every 4th layer). Backends: the trainer's
-(olmo.attention: sdpa, flex, flash_attn, flash_attn_3, xformers; a backend that is not installed or cannot run a
+(olmo.nn.attention: sdpa, flex, flash_attn, flash_attn_3, xformers; a backend that is not installed or cannot run a
 shape is left out with the reason) plus `sdpa-masked`, SDPA with the explicit boolean window mask that `sdpa` used
-before it handed windows to flex. Each is checked against the fp32 reference (olmo.attention.eager) on the output
+before it handed windows to flex. Each is checked against the fp32 reference (olmo.nn.attention.eager) on the output
 and the three input gradients (relative Frobenius error; bf16 kernels land near 3e-3) before it is timed: median
 of 20 fwd+bwd after warm-up, with CUDA events, fresh random inputs per shape. `auto` is the trainer's own choice
-(olmo.attention_choice.measure + decide) for the model config of each shape.
+(olmo.nn.attention_choice.measure + decide) for the model config of each shape.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from olmo.attention import BACKENDS, window_mask
-from olmo.attention_choice import decide, measure
 from olmo.config import ModelConfig
+from olmo.nn.attention import BACKENDS, window_mask
+from olmo.nn.attention_choice import decide, measure
 
 SHAPES = {  # name: (batch, seq, heads, kv heads, window)
     "olmo2_1b": (4, 4096, 16, 16, None),

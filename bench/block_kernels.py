@@ -17,7 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from olmo.config import ModelConfig, OptimConfig
 from olmo.model import build_model
-from olmo.optim import build_optimizer, clip_and_step
+from olmo.optim.optimizer import build_optimizer, clip_and_step
 from olmo.parallel import apply_compile
 
 VOCAB, BATCH, SEQ = 100352, 4, 4096

@@ -1,8 +1,8 @@
 """Benchmark: FSDP2 data-parallel scaling of olmo's training step, N GPUs against one, on the same per-GPU batch.
 
 Both runs use the trainer's own code: `olmo.parallel.build_parallel_model` (the same wrapping order as
-`olmo train`), `olmo.optim.build_optimizer` (fused AdamW, fp32 master weights) and `olmo.train.train_step` (the
-loop's step: forward, loss, backward with gradient sync, clip, AdamW). Shape: OLMo-core `olmo2_1B` (d_model 2048,
+`olmo train`), `olmo.optim.optimizer.build_optimizer` (fused AdamW, fp32 master weights) and `olmo.train.train_step`
+(the loop's step: forward, loss, backward with gradient sync, clip, AdamW). Shape: OLMo-core `olmo2_1B` (d_model 2048,
 18 layers, 16 heads, MLP 8192, vocab 100352), 4 x 4096 random tokens per GPU per step, bf16 compute (autocast on
 one GPU; FSDP2 bf16 params with fp32 gradient reduction on N). Anchor: the one-GPU run, measured in the same
 command. Target: N-GPU tokens/s >= 1.9x the one-GPU tokens/s on 2 GPUs (0.95 scaling efficiency).
@@ -37,7 +37,7 @@ def worker(a: argparse.Namespace) -> None:
 
     from olmo import parallel
     from olmo.config import ModelConfig, TrainConfig
-    from olmo.optim import build_optimizer
+    from olmo.optim.optimizer import build_optimizer
     from olmo.train import Setup, train_step
 
     world = parallel.world_from_env()
@@ -147,8 +147,8 @@ def check(a: argparse.Namespace) -> int:
     fp32: <= 1e-4 (summation order only). bf16: FSDP2 keeps bf16 params (the residual stream is bf16) where one
     GPU autocasts over fp32 weights, so step 1 may differ by ~1e-3 (bound 2e-2); DDP autocasts too (1e-3)."""
     from olmo.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
-    from olmo.corpus import CORPUS_PATH, TOKENIZER_PATH
-    from olmo.prepare import find_inputs, load_tokenizer, prepare
+    from olmo.data.corpus import CORPUS_PATH, TOKENIZER_PATH
+    from olmo.data.prepare import find_inputs, load_tokenizer, prepare
     from olmo.recipe import to_yaml
 
     failed = 0

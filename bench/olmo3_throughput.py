@@ -61,7 +61,7 @@ def _ours_worker(a: argparse.Namespace, opts: dict[str, str]) -> dict[str, float
 
     from olmo import parallel
     from olmo.config import ModelConfig, TrainConfig
-    from olmo.optim import build_optimizer
+    from olmo.optim.optimizer import build_optimizer
     from olmo.train import Setup, train_step
 
     world = parallel.world_from_env()

@@ -39,13 +39,12 @@ def main() -> int:
     p.add_argument("--workers", type=int, help="core budget for both sides (default: every usable core)")
     a = p.parse_args()
 
-    from olmo import prepare_pipeline as pipe
-
+    from olmo.data import prepare_pipeline as pipe
     workers = a.workers or pipe.usable_cpus()
     os.environ["TOKENIZERS_PARALLELISM"] = "true"
     os.environ["RAYON_NUM_THREADS"] = str(workers)  # the anchor's threads; read when the tokenizer first encodes
-    from olmo.corpus import write_jsonl
-    from olmo.prepare import find_inputs, load_tokenizer, prepare
+    from olmo.data.corpus import write_jsonl
+    from olmo.data.prepare import find_inputs, load_tokenizer, prepare
 
     with tempfile.TemporaryDirectory(prefix="olmo-bench-") as tmp:
         corpus = a.input

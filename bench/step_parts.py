@@ -5,7 +5,7 @@
 For each matrix product of the step (forward, input gradient, weight gradient of each projection, M = 4 x 4096
 tokens) it prints the TFLOP/s torch.mm reaches, as written and computed transposed (C^T = B^T A^T, which may
 select another cuBLAS kernel). For the optimizer it prints the memory bandwidth of torch's fused AdamW over the
-model's parameter list and of olmo.fused_adamw's kernel over the same tensors, with bf16 and fp32 gradients.
+model's parameter list and of olmo.optim.fused_adamw's kernel over the same tensors, with bf16 and fp32 gradients.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def gemms() -> None:
 
 
 def adamw() -> None:
-    from olmo.fused_adamw import adamw_step
+    from olmo.optim.fused_adamw import adamw_step
 
     # agreement with torch.optim.AdamW over 3 steps, bf16 gradients upcast for torch
     ref = torch.randn(1000, 37, device="cuda")

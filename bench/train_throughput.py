@@ -69,16 +69,16 @@ def _apply_sdp(choice: str) -> None:
 def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> dict:
     import torch
 
-    from olmo.attention import get_backend
     from olmo.config import OptimConfig
     from olmo.model import build_model
-    from olmo.optim import build_optimizer, clip_and_step
+    from olmo.nn.attention import get_backend
+    from olmo.optim.optimizer import build_optimizer, clip_and_step
     from olmo.parallel import apply_compile
 
     cfg = _model_config(args)
     cfg.attn_backend = opts.get("attn", args.attn)
     if cfg.attn_backend == "auto":  # as the trainer: time the installed backends on these shapes, keep the fastest
-        from olmo.attention_choice import choose, describe
+        from olmo.nn.attention_choice import choose, describe
 
         choice = choose(cfg, args.batch, args.seq, torch.device("cuda"))
         print(describe(choice), file=sys.stderr)
@@ -118,7 +118,7 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
 
     if graphed:  # as olmo.train with cuda_graph: the whole step one CUDA graph, the LR a tensor it reads
         from olmo.cuda_graph import GraphedStep
-        from olmo.mixed_precision import MasterAdamW
+        from olmo.optim.mixed_precision import MasterAdamW
 
         assert isinstance(opt, MasterAdamW), "cuda_graph needs the bf16 weight copies (copies=1)"
         opt.lr_override = torch.tensor(1e-4, device=device)
@@ -299,7 +299,8 @@ def main() -> None:
                         help="the shape: OLMo-core's olmo2_1B or olmo3_7B (first --layers layers)")
     parser.add_argument("--anchor", default=ANCHOR, help="the implementation the ratios are taken against")
     parser.add_argument("--attn", default="auto",
-                        help="our attention backend: auto (timed, as the trainer) or a name in olmo.attention.BACKENDS")
+                        help="our attention backend: auto (timed, as the trainer) or a name in "
+                        "olmo.nn.attention.BACKENDS")
     parser.add_argument("--plain-loss", action="store_true", help="ours: materialise the logits (no chunked loss)")
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--profile", help="ours: write a 2-step kernel profile table to this file")

@@ -1,5 +1,5 @@
 """`python -m olmo ...` is the `olmo` command (useful where the console script is not on PATH)."""
 
-from olmo.cli import main
+from olmo.cli.main import main
 
 main()

@@ -25,7 +25,7 @@ from olmo.config import ModelConfig
 
 MARGIN = 0.10  # of the GPU's memory: allocator fragmentation, cuBLAS/NCCL workspaces, compile-time spikes
 RESERVE_BYTES = 2 * 1024**3  # CUDA context and kernels' own memory, outside torch's allocator
-LOSS_CHUNK_BYTES = 2 * 1024**3  # olmo.loss sizes its logits chunk to about 2 GiB (fp32)
+LOSS_CHUNK_BYTES = 2 * 1024**3  # olmo.nn.loss sizes its logits chunk to about 2 GiB (fp32)
 
 
 def act_elems_per_token(cfg: ModelConfig) -> int:

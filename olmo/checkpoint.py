@@ -9,7 +9,7 @@ Layout (`run_dir/checkpoints/`):
 `step<N>` is OLMo-core's naming, and DCP's `.metadata` at the top is what its `Checkpointer.dir_is_checkpoint`
 takes for a weights (and optimizer) checkpoint, so OLMo-core's tools find and load ours; older `step-NNNNNN`
 folders are still read. OLMo-core's own checkpoints (`step<N>/model_and_optim/`) are read too, weights only
-(olmo/olmo_core_compat.py): `resolve`, `verify`, `read_state`, `load` and `load_model_state` take either.
+(olmo/interop/olmo_core.py): `resolve`, `verify`, `read_state`, `load` and `load_model_state` take either.
 
 Weights and AdamW state are one DCP checkpoint (keys `model.<param name>` and `optim.state.<param name>...`, as
 OLMo-core's): every rank writes its own shards (`__<rank>_0.distcp`) and rank 0 the `.metadata` that maps each
@@ -22,7 +22,7 @@ written, then rank 0 writes train_state.json, fsyncs the directory, renames it t
 parent, and only then replaces `latest` (temp file + rename); a last barrier keeps any rank from running ahead
 of the rename. A SIGKILL at any moment leaves `latest` naming a complete checkpoint: the new or the previous
 one. Old checkpoints beyond `keep_last_n` are renamed aside before deletion. With several nodes, run_dir must
-be on a filesystem they all share (train.py checks this at start-up).
+be on a filesystem they all share (preflight.py checks this at start-up).
 
 `train_state.json` holds what a resume needs besides tensors: the step, tokens seen, the data loader's position
 (global, the same on every rank), the config, the world size, every rank's torch / CUDA / numpy / python RNG
@@ -48,9 +48,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from olmo import olmo_core_compat as core
 from olmo.errors import OlmoError, is_disk_full
 from olmo.fsutil import atomic_write_bytes, fsync_dir, gigabytes, mount_of, remove_tree
+from olmo.interop import olmo_core as core
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
@@ -307,7 +307,7 @@ def require_whole(path: Path) -> None:
 
 
 def _reader(path: Path) -> Any:
-    """DCP's reader for `path`, unpickling `.metadata` through an allowlist (olmo_core_compat.reader): a
+    """DCP's reader for `path`, unpickling `.metadata` through an allowlist (interop/olmo_core.reader): a
     checkpoint from elsewhere cannot run code when it is opened, and OLMo-core's metadata reads too."""
     return core.reader(path)
 
@@ -332,7 +332,7 @@ def _read_metadata(path: Path) -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return _reader(where).read_metadata()
-    except OlmoError:  # olmo_core_compat's allowlist refused what the pickle names: its own message says why
+    except OlmoError:  # interop/olmo_core's allowlist refused what the pickle names: its own message says why
         raise
     except Exception:  # DCP's .metadata is a pickle: garbage raises anything from UnpicklingError to EOFError
         raise OlmoError(f"checkpoint {path} is damaged: {METADATA} cannot be read; use another checkpoint") from None

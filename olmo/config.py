@@ -51,8 +51,8 @@ class ModelConfig:
     swa_full_last_layer: bool = True  # ... and forces full attention on the last layer
     init_std: float = 0.02  # truncated normal (cut at 3 std) for every linear and the embedding
     z_loss_multiplier: float = 1e-5  # softmax auxiliary loss; 0 turns it off
-    # auto: the fastest correct backend for these shapes on this GPU (olmo/attention_choice.py), or a name in
-    # olmo.attention.BACKENDS: sdpa, flash_attn, eager
+    # auto: the fastest correct backend for these shapes on this GPU (olmo/nn/attention_choice.py), or a name in
+    # olmo.nn.attention.BACKENDS: sdpa, flash_attn, eager
     attn_backend: str = "auto"
     fuse_projections: bool = False  # q/k/v and gate/up as one matmul each (same parameters, same math)
     # Under bf16 autocast, carry the residual stream in bf16 (as FSDP2 with bf16 params does, the way OLMo-core
@@ -199,7 +199,7 @@ class OptimConfig:
     final_lr_ratio: float = 0.1  # the decay ends at lr x this
     fused: bool | None = None  # torch's fused AdamW kernel when the copies below are not used; None: on for CUDA
     # one process, bf16 on a GPU: the optimizer keeps bf16 copies of the block weights for the forward and reads
-    # their bf16 gradients (olmo/mixed_precision.py; same numbers, no per-step casts). Ignored under DDP/FSDP2.
+    # their bf16 gradients (olmo/optim/mixed_precision.py; same numbers, no per-step casts). Ignored under DDP/FSDP2.
     compute_copies: bool = True
 
 
@@ -267,7 +267,7 @@ def _nearest_multiples(n: int, unit: int) -> str:
 
 def validate(cfg: TrainConfig, world_size: int = 1) -> None:
     """Raise ConfigError (one line, what to do) for a config that cannot train. Data-dependent checks (vocab
-    against the tokenizer, enough tokens for a batch) happen when the shards are opened (olmo/data.py)."""
+    against the tokenizer, enough tokens for a batch) happen when the shards are opened (olmo/data/loader.py)."""
     from olmo.config_numbers import check_numbers
 
     check_numbers(cfg)  # NaN, infinity and out-of-range optimizer/model numbers, by field name
@@ -318,7 +318,7 @@ def validate(cfg: TrainConfig, world_size: int = 1) -> None:
         raise ConfigError(f"parallel.ac_every must be a positive number (got {par.ac_every})")
     if cfg.precision not in ("auto", "bf16", "fp32"):
         raise ConfigError(f"precision '{cfg.precision}' is not one of: auto, bf16, fp32")
-    from olmo.attention import BACKENDS
+    from olmo.nn.attention import BACKENDS
 
     if m.attn_backend != "auto" and m.attn_backend not in BACKENDS:
         raise ConfigError(f"model.attn_backend '{m.attn_backend}' is not one of: auto, {', '.join(BACKENDS)}")

@@ -7,7 +7,7 @@ optimizer creates its state, cuBLAS/cuDNN pick their kernels), drop the gradient
 (backward allocates the `.grad` tensors inside the graph's memory pool, and every replay rewrites those same
 tensors, so gradients are never zeroed between replays), then per step copy the new batch into the static input
 and replay. Requirements the caller keeps: an optimizer that reads its learning rate from a CUDA tensor
-(olmo.mixed_precision.MasterAdamW.lr_override, set with `fill_`), no host synchronisation inside the step, fixed
+(olmo.optim.mixed_precision.MasterAdamW.lr_override, set with `fill_`), no host synchronisation inside the step, fixed
 input shapes.
 
 Recording does not run the step; `GraphedStep.__call__` always replays, so the first call is a real step too.

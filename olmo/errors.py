@@ -2,7 +2,7 @@
 
 Everything the user can cause or fix (a bad recipe or number, a missing or unreadable path, a read-only or
 occupied output, a damaged checkpoint, shard or Hugging Face folder, a full disk) raises `OlmoError` with a
-message that names the file and says what to do. `olmo/cli.py` catches it once, prints `olmo: <message>` and
+message that names the file and says what to do. `olmo/cli/main.py` catches it once, prints `olmo: <message>` and
 exits with `exit_code`: 2 for bad input, 1 where finding damage is the command's job (validate-shards).
 Anything else escaping a command is a bug in olmo and is shown with its traceback.
 

@@ -8,7 +8,7 @@ while still locked; a process that locked a file just removed sees that its inod
 tries again, so two processes never both believe they hold the folder.
 
 Under torchrun only global rank 0 locks its run_dir: a multi-node run_dir must be one shared folder
-(train.py checks that), so one lock covers the whole job and the ranks of one job never lock each other out.
+(preflight.py checks that), so one lock covers the whole job and the ranks of one job never lock each other out.
 """
 
 from __future__ import annotations

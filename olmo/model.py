@@ -23,11 +23,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from olmo.attention import BACKENDS
-from olmo.attention import prepare as prepare_attention
 from olmo.config import ModelConfig
-from olmo.linear import Linear
-from olmo.loss import fused_linear_cross_entropy
+from olmo.nn.attention import BACKENDS
+from olmo.nn.attention import prepare as prepare_attention
+from olmo.nn.linear import Linear
+from olmo.nn.loss import fused_linear_cross_entropy
 
 
 class RMSNorm(nn.Module):
@@ -131,14 +131,14 @@ class Block(nn.Module):
 
 class LMHead(nn.Module):
     """Final norm and output projection. Given labels it returns the loss instead of the logits, by default
-    without materialising them (olmo.loss); `fused_loss = False` takes the plain logits route."""
+    without materialising them (olmo.nn.loss); `fused_loss = False` takes the plain logits route."""
 
     def __init__(self, d_model: int, vocab_size: int, eps: float):
         super().__init__()
         self.norm = RMSNorm(d_model, eps)
         self.w_out = nn.Linear(d_model, vocab_size, bias=False)
         self.fused_loss = True
-        self.loss_chunk_rows: int | None = None  # None: olmo.loss picks ~2 GiB of logits per chunk
+        self.loss_chunk_rows: int | None = None  # None: olmo.nn.loss picks ~2 GiB of logits per chunk
 
     def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None, z_loss_multiplier: float = 0.0
                 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:

@@ -24,14 +24,16 @@ import yaml
 
 from olmo.config import ConfigError, ModelConfig, TrainConfig, model_size
 
+_ROOT = Path(__file__).resolve().parent.parent  # the checkout, or site-packages for an installed wheel
+
 
 def recipes_dir() -> Path | None:
-    try:
-        from olmo_doctor.resources import data_dir
-
-        return data_dir("recipes")
-    except FileNotFoundError:
-        return None
+    """The shipped recipes: recipes/ at the top of a checkout, else the wheel's copy, which pyproject installs as
+    olmo_doctor/recipes (the doctor reads the same files); found by path, so `olmo` needs no olmo_doctor import."""
+    for candidate in (_ROOT / "recipes", _ROOT / "olmo_doctor" / "recipes"):
+        if candidate.is_dir():
+            return candidate
+    return None
 
 
 def _find(spec: str) -> tuple[Path, str | None]:

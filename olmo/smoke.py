@@ -15,7 +15,7 @@ import torch
 from rich.console import Console
 
 from olmo.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
-from olmo.corpus import CORPUS_PATH, TOKENIZER_PATH
+from olmo.data.corpus import CORPUS_PATH, TOKENIZER_PATH
 from olmo.parallel import World
 
 # The loss "fell" when the mean of the last quarter of the steps is at least this much below the first step's
@@ -93,7 +93,7 @@ def run_smoke(device: str | None = None, steps: int = 20, out_dir: Path | None =
     import shutil
 
     from olmo import parallel
-    from olmo.prepare import find_inputs, load_tokenizer, prepare
+    from olmo.data.prepare import find_inputs, load_tokenizer, prepare
     from olmo.train import train
 
     world = parallel.world_from_env()

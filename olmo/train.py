@@ -1,4 +1,5 @@
-"""The training loop: set up (data, model, optimizer, resume), then a plain loop of steps, logs, evals, saves.
+"""The training loop: one setup pass (olmo/preflight.py's checks and data, then model, optimizer, resume), then a
+plain loop of steps, logs, evals, saves.
 
     for step in range(start, stop):
         lr = schedule(step); for each micro-batch: forward, loss / n_micro, backward
@@ -8,7 +9,7 @@ Exact resume: everything a step depends on is either in the checkpoint (weights,
 loader's position, the RNG states) or a pure function of the step (the learning rate), so on the CPU a run
 stopped at step 10 and resumed gives the same losses, bit for bit, as one that never stopped (tests/olmo).
 
-Under torchrun every rank runs this same loop on its slice of each global batch (olmo/data.py); FSDP2 or DDP
+Under torchrun every rank runs this same loop on its slice of each global batch (olmo/data/loader.py); FSDP2 or DDP
 (olmo/parallel.py) reduce the gradients, the logged loss and the eval loss are averaged over all ranks, and only
 rank 0 prints, writes metrics.jsonl and finishes checkpoints. A checkpoint resumes at any world size: the run
 continues at the same global sample index with the same global batches, only split over a different number of
@@ -32,17 +33,17 @@ import torch
 from rich.console import Console
 
 from olmo import checkpoint, parallel
-from olmo.attention import get_backend
-from olmo.config import ConfigError, TrainConfig, check_vocab, validate
+from olmo.config import ConfigError, TrainConfig
 from olmo.cuda_graph import CaptureFailed, GraphedStep
-from olmo.data import DataLoader, Source, TokenWindows, eval_batches, open_source, split_indices
+from olmo.data.loader import DataLoader
 from olmo.fsutil import atomic_write_bytes, check_output_dir, missing_dirs, remove_empty_dirs
 from olmo.lock import DirLock
 from olmo.metrics import MetricsLog, mfu, peak_flops
-from olmo.mixed_precision import MasterAdamW
 from olmo.model import Transformer
-from olmo.optim import build_optimizer, clip_and_step, lr_at
-from olmo.parallel import World, autocast_dtype, resolve_device, world_from_env
+from olmo.optim.mixed_precision import MasterAdamW
+from olmo.optim.optimizer import build_optimizer, clip_and_step, lr_at
+from olmo.parallel import World, autocast_dtype, world_from_env
+from olmo.preflight import Checked, check_resumed_config, check_shared_run_dir, preflight
 from olmo.recipe import config_to_dict, to_yaml
 
 
@@ -86,117 +87,9 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
 
 
-def build_data(cfg: TrainConfig, world: World, say: Any = None) -> tuple[DataLoader, list[torch.Tensor]]:
-    """The training loader and the eval micro-batches; raises ConfigError for data the model cannot use (a
-    different tokenizer's vocab, too few sequences for one batch, missing shards)."""
-    source = open_source(cfg.data.paths, cfg.data)
-    if source.vocab_size:
-        check_vocab(cfg.model.vocab_size, source.vocab_size, source.where)
-    check_source(source, cfg.model.vocab_size, world, say)
-    windows = TokenWindows(source, cfg.data.seq_len)
-    train_idx, val_idx = split_indices(len(windows), 0.0 if cfg.data.val_paths else cfg.data.val_fraction)
-    loader = DataLoader(windows, train_idx, cfg.global_batch_size, cfg.micro_batch_size, cfg.data.seed,
-                        world.rank, world.world_size)
-    if cfg.data.val_paths:
-        vsrc = open_source(cfg.data.val_paths, cfg.data)
-        if vsrc.vocab_size:
-            check_vocab(cfg.model.vocab_size, vsrc.vocab_size, vsrc.where)
-        check_source(vsrc, cfg.model.vocab_size, world, say)
-        vwin = TokenWindows(vsrc, cfg.data.seq_len)
-        val = eval_batches(vwin, np.arange(len(vwin)), cfg.micro_batch_size, cfg.eval_batches, world.rank,
-                           world.world_size)
-    else:
-        val = eval_batches(windows, val_idx, cfg.micro_batch_size, cfg.eval_batches, world.rank, world.world_size)
-    return loader, val
-
-
-def check_source(source: Source, model_vocab: int, world: World, say: Any = None) -> None:
-    """Sizes, checksums and the largest token id of every shard, before the first step (olmo/shard_check.py).
-    Ids must be below the tokenizer's vocab when the shards say which, else below the model's embedding rows."""
-    from olmo import shard_check
-
-    if source.vocab_size and source.vocab_size <= model_vocab:
-        limit, hint = source.vocab_size, "the shard is damaged: rerun `olmo prepare-data` for it"
-    else:
-        limit, hint = model_vocab, ("the shards were made with a larger tokenizer: raise model.vocab_size or "
-                                    "tokenize with the model's tokenizer")
-    shard_check.check(source.checks, limit, hint, scan_data=world.is_main, say=say)
-
-
-def preflight(cfg: TrainConfig, resume: bool, say: Any = None) -> tuple[World, torch.device, Path | None]:
-    """Every check that needs no model: config, device, attention backend, run_dir, data. Cheap, so the CLI
-    runs it before the (slower) doctor check and a bad recipe fails in a second."""
-    world = world_from_env()
-    validate(cfg, world.world_size)
-    check_output_dir(Path(cfg.run_dir), "run_dir")
-    if world.is_main:
-        DirLock(Path(cfg.run_dir), "run_dir").check_free()  # say "in use" now, not after the doctor's probes
-    device = resolve_device(cfg.device, world)
-    if cfg.model.attn_backend != "auto":
-        get_backend(cfg.model.attn_backend, device, windowed=cfg.model.windowed)
-    ckpt = checkpoint.latest(Path(cfg.run_dir))
-    if ckpt and not resume:
-        raise ConfigError(f"{cfg.run_dir} already has checkpoints (latest: {ckpt.name}); pass --resume to continue "
-                          "that run, or set run_dir to a new directory")
-    if ckpt and resume:  # a damaged checkpoint is found here, in a second, not after building the model
-        checkpoint.require_whole(ckpt)
-        _resume_state(ckpt)
-    if cfg.init_from and not (ckpt and resume):
-        init_checkpoint(cfg)
-    build_data(cfg, world, say)
-    return world, device, ckpt
-
-
-def _resume_state(ckpt: Path) -> dict[str, Any]:
-    """The parts of train_state.json a resume reads, checked for shape (the file is data)."""
-    state = checkpoint.read_state(ckpt)
-    checkpoint.saved_config(ckpt, state)
-    loader = state.get("data_loader")
-    counts = ("seed", "epoch", "batch_in_epoch", "global_batch_size", "seq_len")
-    rngs = state.get("rng_ranks") or [state.get("rng")]
-    ok = (isinstance(state.get("step"), int) and isinstance(state.get("tokens_seen"), int)
-          and isinstance(loader, dict) and all(isinstance(loader.get(k), int) for k in counts)
-          and loader["global_batch_size"] > 0 and isinstance(loader.get("fingerprint"), str)
-          and isinstance(rngs, list) and all(isinstance(r, dict) for r in rngs))
-    if not ok:
-        raise ConfigError(f"checkpoint {ckpt} is damaged: {checkpoint.TRAIN_STATE} lacks the step, tokens, data "
-                          "position or RNG states a resume needs; use another checkpoint")
-    return state
-
-
-def init_checkpoint(cfg: TrainConfig) -> Path:
-    """The checkpoint `init_from` names (a checkpoint dir or a run dir), checked against the model config."""
-    assert cfg.init_from
-    try:
-        path = checkpoint.resolve(Path(cfg.init_from))
-    except FileNotFoundError:
-        raise ConfigError(f"init_from {cfg.init_from} is not a checkpoint or a run dir with checkpoints; give a "
-                          "directory written by `olmo train`, `olmo import-hf` or OLMo-core (step<N>/model_and_optim/)"
-                          ) from None
-    checkpoint.require_whole(path)
-    state = checkpoint.read_state(path)
-    config = state.get("config")
-    if checkpoint.is_olmo_core(path) and not (isinstance(config, dict) and isinstance(config.get("model"), dict)):
-        _check_shapes(path, cfg)  # an OLMo-core checkpoint without config.json: the weights must fit the recipe
-        return path
-    saved = checkpoint.saved_config(path, state)["model"]
-    now = config_to_dict(cfg)["model"]
-    differ = [f"model.{k}={saved[k]!r}" for k in now if k in saved and saved[k] != now[k] and k != "attn_backend"]
-    if differ:
-        raise ConfigError(f"init_from {path} holds a different model; set {' '.join(differ)} (e.g. with --set), or "
-                          "use the recipe.yaml that `olmo import-hf` wrote next to it")
-    return path
-
-
-def _check_shapes(path: Path, cfg: TrainConfig) -> None:
-    problem = checkpoint.shape_mismatch(path, cfg.model)
-    if problem:
-        raise ConfigError(f"init_from {path} holds a different model ({problem}); set the recipe's model to match it")
-
-
 def _choose_attention(cfg: TrainConfig, world: World, device: torch.device, say: Any) -> str:
-    """Resolve `attn_backend: auto` (olmo/attention_choice.py); rank 0 decides and every rank uses its answer."""
-    from olmo.attention_choice import choose, describe
+    """Resolve `attn_backend: auto` (olmo/nn/attention_choice.py); rank 0 decides and every rank uses its answer."""
+    from olmo.nn.attention_choice import choose, describe
 
     name = None
     if world.rank == 0:
@@ -211,15 +104,17 @@ def _choose_attention(cfg: TrainConfig, world: World, device: torch.device, say:
     return name
 
 
-def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
-    world, device, ckpt = preflight(cfg, resume)
+def setup(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None = None) -> Setup:
+    """The one setup pass, with run_dir locked: preflight's checks and data (`checked`, or run now when not given
+    or when run_dir's checkpoints changed since), then the model, the optimizer and the resumed state."""
+    if checked is None or not checked.still_holds(cfg):
+        checked = preflight(cfg, resume)
+    world, device, ckpt, loader, val = checked.world, checked.device, checked.ckpt, checked.loader, checked.val
     run_dir = Path(cfg.run_dir)
     _seed_everything(cfg.seed)
     mesh = parallel.init_distributed(world, device)
     if world.world_size > 1:
         check_shared_run_dir(run_dir, world)
-
-    loader, val = build_data(cfg, world)
 
     if cfg.model.attn_backend == "auto":
         cfg.model.attn_backend = _choose_attention(cfg, world, device, say)
@@ -236,7 +131,7 @@ def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
             say("[yellow]cuda_graph is on but ignored[/]: it needs one process on a GPU with bf16 "
                 "and optim.compute_copies")
     if ckpt and resume:
-        _check_resumed_config(checkpoint.saved_config(ckpt), cfg, say)
+        check_resumed_config(checkpoint.saved_config(ckpt), cfg, say)
         state = checkpoint.load(ckpt, model, optimizer)
         loader.load_state_dict(state["data_loader"])
         s.step, s.tokens_seen = state["step"], state["tokens_seen"]
@@ -249,56 +144,15 @@ def setup(cfg: TrainConfig, resume: bool, say: Any) -> Setup:
     else:
         if resume:
             say(f"no checkpoint in {run_dir / checkpoint.CHECKPOINTS}; starting a new run")
-        if cfg.init_from:
-            path = init_checkpoint(cfg)
+        if checked.init_path:
+            path = checked.init_path
             checkpoint.load(path, model, None)
             say(f"initialised the weights from {path} (step 0, fresh optimizer and data order)")
     if world.is_main:
-        from olmo import tokenizer_files
-
+        from olmo.data import tokenizer_files
         s.carry = tokenizer_files.for_run(cfg, ckpt if resume else None,
                                           checkpoint.resolve(Path(cfg.init_from)) if cfg.init_from else None)
     return s
-
-
-def check_shared_run_dir(run_dir: Path, world: World) -> None:
-    """Checkpoints are written by all ranks into one directory that rank 0 renames, so with several nodes run_dir
-    must be on shared storage. Rank 0 writes a marker; every rank must see it (NFS may lag a few seconds)."""
-    import torch.distributed as dist
-
-    marker = run_dir / ".olmo-shared-check"
-    nonce = [f"{time.time_ns()}-{random.getrandbits(32)}" if world.is_main else ""]
-    if world.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(marker, nonce[0].encode())
-    dist.broadcast_object_list(nonce, src=0)
-    seen = False
-    for _ in range(20):
-        seen = marker.is_file() and marker.read_text() == nonce[0]
-        if seen:
-            break
-        time.sleep(0.25)
-    missing = parallel.all_reduce_sum(torch.tensor([0.0 if seen else 1.0]))
-    parallel.barrier()
-    if world.is_main:
-        marker.unlink(missing_ok=True)
-    if missing.item():
-        raise ConfigError(f"run_dir {run_dir} is not shared by all nodes: {int(missing.item())} rank(s) cannot see "
-                          "files rank 0 writes there; put run_dir on a filesystem every node mounts (NFS, Lustre)")
-
-
-def _check_resumed_config(saved: dict[str, Any], cfg: TrainConfig, say: Any) -> None:
-    now = config_to_dict(cfg)
-    changed = [f"{sec}.{k}" for sec in ("model", "data", "optim", "parallel") for k in now[sec]
-               if saved.get(sec, {}).get(k) != now[sec][k]]
-    changed += [k for k in now if not isinstance(now[k], dict) and saved.get(k) != now[k]]
-    runtime_only = ("model.attn_backend", "model.fuse_projections", "model.residual_dtype")  # how, not what
-    model_changes = [c for c in changed if c.startswith("model.") and c not in runtime_only]
-    if model_changes:
-        raise ConfigError(f"the checkpoint's model differs from the recipe ({', '.join(model_changes)}); "
-                          "resume with the original model settings or start a new run_dir")
-    if changed:
-        say(f"[yellow]resuming with changed settings: {', '.join(changed)}[/]")
 
 
 def _trim_metrics(path: Path, keep_until: int) -> None:
@@ -351,7 +205,7 @@ def _step_core(s: Setup, micro_batches: list[torch.Tensor]) -> tuple[torch.Tenso
 
 @torch.no_grad()
 def evaluate(s: Setup) -> float | None:
-    """Mean cross-entropy over the eval sequences, which are split evenly over the ranks (olmo/data.py), so
+    """Mean cross-entropy over the eval sequences, which are split evenly over the ranks (olmo/data/loader.py), so
     every rank runs the same number of forwards (FSDP2's all-gathers are collective) and the result does not
     depend on the world size. None when there is no eval split."""
     if not s.val:
@@ -370,8 +224,10 @@ def evaluate(s: Setup) -> float | None:
     return float(sums[0] / sums[1])
 
 
-def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None) -> TrainResult:
-    """Run (or resume) training; under torchrun, every rank calls this and rank 0 alone speaks."""
+def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None,
+          checked: Checked | None = None) -> TrainResult:
+    """Run (or resume) training; under torchrun, every rank calls this and rank 0 alone speaks. `checked`: what
+    `preflight` found for this cfg and resume (the CLI runs it before the doctor gate); run here when not given."""
     if not world_from_env().is_main:
         console = Console(quiet=True)
     console = console or Console(quiet=True)
@@ -392,7 +248,7 @@ def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None
             remove_empty_dirs(created)
             raise
     try:
-        result = _train(cfg, resume, say)
+        result = _train(cfg, resume, say, checked)
         parallel.barrier()  # no rank tears its connections down while another still talks (gloo aborts then)
         return result
     finally:
@@ -404,12 +260,11 @@ def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None
                 remove_empty_dirs(created)  # a run that failed before writing anything leaves no run_dir
 
 
-def _train(cfg: TrainConfig, resume: bool, say: Any) -> TrainResult:
-    s = setup(cfg, resume, say)
+def _train(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None) -> TrainResult:
+    s = setup(cfg, resume, say, checked)
     run_dir = Path(cfg.run_dir)
     main = s.world.is_main
-    if main:
-        run_dir.mkdir(parents=True, exist_ok=True)
+    if main:  # run_dir exists: train() made it before taking its lock
         atomic_write_bytes(run_dir / "config.yaml", to_yaml(cfg).encode())
         _trim_metrics(run_dir / "metrics.jsonl", s.step)
     log = MetricsLog(run_dir, config_to_dict(cfg), cfg.wandb_project, cfg.tensorboard, warn=say) if main else None

@@ -1,7 +1,7 @@
 """A foreign top-level `olmo` package (allenai's `ai2-olmo`) shadowing the bundled trainer, named in one line.
 
 The `olmo` console script starts here, in the `olmo_doctor` package that no other distribution ships: had it
-started at `olmo.cli`, Python would import the other `olmo` and die with a traceback before any of our code
+started at `olmo.cli.main`, Python would import the other `olmo` and die with a traceback before any of our code
 ran. Both CLIs use `clash_line` for the same message, made from the doctor's rule OD260 (its title, rendered
 with the `olmo.module_origin` fact, and its first fix), so the wording lives in one place.
 """
@@ -43,7 +43,7 @@ def olmo_main() -> None:
         print(f"olmo: {clash_line(origin)}", file=sys.stderr)
         sys.exit(2)
     try:
-        from olmo.cli import main
+        from olmo.cli.main import main
     except ImportError as e:  # ai2-olmo installed over our files in the same site-packages: same origin, broken
         from importlib import metadata
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from olmo.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
-from olmo.corpus import CORPUS_PATH, TOKENIZER_PATH
-from olmo.prepare import find_inputs, load_tokenizer, prepare
+from olmo.data.corpus import CORPUS_PATH, TOKENIZER_PATH
+from olmo.data.prepare import find_inputs, load_tokenizer, prepare
 
 # The models here are tiny: one intra-op thread is as fast as two on an idle 2-core CI box, and several times
 # faster on a busy one (OpenMP workers spin-wait for a core another process holds).
@@ -46,15 +46,15 @@ def micro() -> Callable[..., TrainConfig]:
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
     """`cli("train", "--smoke")` runs the real console entry point in-process: (exit code, stdout, stderr)."""
-    import olmo.cli
+    import olmo.cli.main
 
-    for console in (olmo.cli.out, olmo.cli.err):
+    for console in (olmo.cli.main.out, olmo.cli.main.err):
         monkeypatch.setattr(console, "_width", 200)  # no wrapping or truncation of long paths in assertions
 
     def run(*args: str) -> tuple[int, str, str]:
         monkeypatch.setattr(sys, "argv", ["olmo", *args])
         try:
-            olmo.cli.main()
+            olmo.cli.main.main()
             code = 0
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

@@ -1,4 +1,5 @@
-"""bf16 compute copies kept by the optimizer (olmo/mixed_precision.py, olmo/fused_adamw.py, olmo/linear.py).
+"""bf16 compute copies kept by the optimizer (olmo/optim/mixed_precision.py, olmo/optim/fused_adamw.py,
+olmo/nn/linear.py).
 
 The claim under test: training with copies gives the numbers plain bf16 autocast with fp32 AdamW gives. On the CPU
 this runs the torch-ops reference of the update under CPU bf16 autocast; the Triton kernel is compared with that
@@ -13,10 +14,10 @@ import torch
 from helpers import requires_gpu
 
 from olmo.config import ModelConfig, OptimConfig
-from olmo.fused_adamw import adamw_step
-from olmo.mixed_precision import MasterAdamW
 from olmo.model import build_model
-from olmo.optim import build_optimizer, clip_and_step, total_norm
+from olmo.optim.fused_adamw import adamw_step
+from olmo.optim.mixed_precision import MasterAdamW
+from olmo.optim.optimizer import build_optimizer, clip_and_step, total_norm
 
 BETAS = (0.9, 0.95)
 
@@ -141,7 +142,6 @@ def test_checkpoint_resume_restores_masters_state_and_copies(tmp_path: Path) -> 
     """olmo.checkpoint (DCP) round trip: the masters and the AdamW state come back, the copies are rewritten from
     the loaded masters, and the resumed optimizer takes the same next step as the one that never stopped."""
     from olmo import checkpoint
-
     cfg = OptimConfig(lr=1e-2, fused=False)
     model = _tiny()
     opt = build_optimizer(model, cfg, torch.device("cpu"), copies_dtype=torch.bfloat16)

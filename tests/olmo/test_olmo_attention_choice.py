@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from olmo import attention_choice
-from olmo.attention_choice import choose, decide
 from olmo.config import ModelConfig
+from olmo.nn import attention_choice
+from olmo.nn.attention_choice import choose, decide
 
 
 def test_fastest_correct_backend_wins() -> None:
@@ -59,7 +59,7 @@ def test_auto_is_the_default_and_builds_with_sdpa_outside_the_trainer() -> None:
 
 
 def test_flash_attention_3_and_xformers_are_candidates_that_say_why_not_here() -> None:
-    from olmo.attention import BACKENDS
+    from olmo.nn.attention import BACKENDS
 
     cpu = torch.device("cpu")
     assert {"flash_attn_3", "xformers"} <= set(attention_choice.CANDIDATES)
@@ -73,8 +73,8 @@ def test_a_backend_without_windows_is_no_candidate_for_olmo3_and_refused_when_na
         monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
-    from olmo.attention import BACKENDS, get_backend
     from olmo.config import ConfigError
+    from olmo.nn.attention import BACKENDS, get_backend
 
     monkeypatch.setitem(BACKENDS, "xformers", dataclasses.replace(BACKENDS["xformers"], unavailable=lambda d: None))
     cpu = torch.device("cpu")
@@ -93,7 +93,7 @@ def test_xformers_glue_repeats_kv_heads_and_refuses_windows(monkeypatch: pytest.
     import sys
     import types
 
-    from olmo.attention import BACKENDS
+    from olmo.nn.attention import BACKENDS
 
     mask = object()
 
@@ -122,7 +122,7 @@ def test_xformers_glue_repeats_kv_heads_and_refuses_windows(monkeypatch: pytest.
 def test_a_build_kernels_record_names_the_trainer_backend(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import dataclasses
 
-    from olmo.attention import BACKENDS
+    from olmo.nn.attention import BACKENDS
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(attention_choice, "_cache_key", lambda *a: "k2")

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import olmo.cli
+import olmo.cli.main
 from olmo import checkpoint
-from olmo.hf import export_hf
+from olmo.interop.hf import export_hf
 from olmo.recipe import to_yaml
 from olmo.train import train
 
@@ -427,7 +427,7 @@ def test_bad_input_is_one_line_and_writes_nothing(name: str, code: int, build: B
                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(olmo.cli, "doctor_gate", lambda *a: None)  # the gate is tested elsewhere; no probes here
+    monkeypatch.setattr(olmo.cli.main, "doctor_gate", lambda *a: None)  # the gate is tested elsewhere; no probes here
     case = tmp_path / "case"
     case.mkdir()
     args = build(world, case)
@@ -446,12 +446,12 @@ def test_bad_input_is_one_line_and_writes_nothing(name: str, code: int, build: B
 
 
 def test_a_bug_keeps_its_traceback_and_asks_to_be_reported(cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
-    import olmo.prepare
+    import olmo.data.prepare
 
     def broken(*a: object, **k: object) -> None:
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(olmo.prepare, "find_inputs", broken)
+    monkeypatch.setattr(olmo.data.prepare, "find_inputs", broken)
     code, _, err = cli("prepare-data", "-i", "x.jsonl", "-o", "out", "-t", "bundled")
     assert code == 1 and "Traceback" in err and "ZeroDivisionError: a bug" in err
     assert err.strip().splitlines()[-1].startswith("olmo: this is a bug in olmo; please report it")
@@ -461,12 +461,12 @@ def test_an_os_error_from_the_environment_is_one_line(tmp_path: Path, cli: CLI,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    import olmo.prepare
+    import olmo.data.prepare
 
     def read_only(path: Path, obj: object) -> None:
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
-    monkeypatch.setattr(olmo.prepare, "atomic_write_json", read_only)
+    monkeypatch.setattr(olmo.data.prepare, "atomic_write_json", read_only)
     docs = _write(tmp_path / "d.jsonl", '{"text": "hello world"}\n')
     code, _, err = cli("prepare-data", "-i", str(docs), "-o", str(tmp_path / "o"), "-t", "bundled")
     assert code == 2 and err.strip() == f"olmo: {tmp_path / 'o' / 'prepare.json'}: Read-only file system"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from olmo import checkpoint
-from olmo.overrides import rewrite
+from olmo.cli.overrides import rewrite
 
 OWN = {"--set", "-s", "--steps", "--device", "--dry-run", "--json"}
 Cli = Callable[..., tuple[int, str, str]]
@@ -62,7 +62,7 @@ def _one_object(out: str) -> dict:
 
 
 def test_json_on_every_data_and_checkpoint_command(tiny_data: Path, tmp_path: Path, cli: Cli) -> None:
-    from olmo.corpus import CORPUS_PATH
+    from olmo.data.corpus import CORPUS_PATH
 
     code, out, err = cli("prepare-data", "-i", str(CORPUS_PATH), "-o", str(tmp_path / "d"), "-t", "bundled", "--json")
     got = _one_object(out)

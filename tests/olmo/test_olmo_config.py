@@ -153,7 +153,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path, tiny_data: Path, cli: 
     (tmp_path / "vocab.yaml").write_text(f"model: olmo2_60m\ndata: {{paths: [{tiny_data}], seq_len: 128}}\n"
                                          f"global_batch_size: 8\nmicro_batch_size: 8\nrun_dir: {tmp_path}/run\n")
     # Once through a real process: the console script's error path, with no traceback anywhere.
-    res = subprocess.run([sys.executable, "-c", "from olmo.cli import main; main()", "train", "vocab.yaml"],
+    res = subprocess.run([sys.executable, "-c", "from olmo.cli.main import main; main()", "train", "vocab.yaml"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr == (f"olmo: Model vocab_size (100352) does not match tokenizer vocab_size (766) of {tiny_data}; "

@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from olmo import checkpoint
-from olmo import olmo_core_compat as core
-from olmo.corpus import TOKENIZER_PATH
+from olmo.data.corpus import TOKENIZER_PATH
+from olmo.interop import olmo_core as core
 from olmo.recipe import load_recipe
 
 

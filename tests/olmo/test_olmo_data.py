@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from olmo.config import ConfigError, DataConfig
-from olmo.corpus import CORPUS_PATH, TOKENIZER_PATH, documents
-from olmo.data import DataLoader, TokenWindows, open_source, split_indices
-from olmo.prepare import find_inputs, load_tokenizer, prepare
-from olmo.shards import validate_dir
+from olmo.data.corpus import CORPUS_PATH, TOKENIZER_PATH, documents
+from olmo.data.loader import DataLoader, TokenWindows, open_source, split_indices
+from olmo.data.prepare import find_inputs, load_tokenizer, prepare
+from olmo.data.shards import validate_dir
 
 CLI = Callable[..., tuple[int, str, str]]
 
@@ -83,11 +83,11 @@ def test_large_vocab_uses_uint32(tmp_path: Path) -> None:
 def shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The bundled corpus as one shard (91,215 tokens), with a CRC per 4 KiB instead of per MiB so that the
     localisation of a damaged block is visible at this size."""
-    import olmo.prepare
-    import olmo.shards
+    import olmo.data.prepare
+    import olmo.data.shards
 
-    monkeypatch.setattr(olmo.shards, "BLOCK_BYTES", 4096)
-    monkeypatch.setattr(olmo.prepare, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(olmo.data.shards, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(olmo.data.prepare, "BLOCK_BYTES", 4096)
     out = tmp_path / "s"
     prepare(find_inputs([CORPUS_PATH]), out, load_tokenizer(TOKENIZER_PATH), shard_tokens=600_000)
     return out

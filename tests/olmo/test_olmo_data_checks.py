@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import olmo.cli
-from olmo import parallel, shard_check
+import olmo.cli.main
+from olmo import parallel
 from olmo.config import TrainConfig
+from olmo.data import shard_check
+from olmo.data.shards import FORMAT, VERSION
 from olmo.recipe import to_yaml
-from olmo.shards import FORMAT, VERSION
 
 CLI = Callable[..., tuple[int, str, str]]
 TOKENS = 25_000_000  # per shard: two uint16 shards are 100 MB
@@ -60,7 +61,7 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("got past the data checks")
 
     monkeypatch.setattr(parallel, "build_parallel_model", refuse)
-    monkeypatch.setattr(olmo.cli, "doctor_gate", refuse)
+    monkeypatch.setattr(olmo.cli.main, "doctor_gate", refuse)
 
 
 def test_out_of_vocab_id_in_100mb_fails_before_step_1(tmp_path: Path, cli: CLI, micro: Callable[..., TrainConfig],
@@ -83,7 +84,7 @@ def test_second_start_reads_nothing_and_changed_bytes_are_caught(tmp_path: Path,
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     data = _shards(tmp_path / "data")
     cfg = micro(data, tmp_path / "run")
-    from olmo.train import build_data
+    from olmo.preflight import build_data
 
     world = parallel.world_from_env()
     build_data(cfg, world)  # scans and caches
@@ -99,7 +100,7 @@ def test_second_start_reads_nothing_and_changed_bytes_are_caught(tmp_path: Path,
     assert time.perf_counter() - t0 < 1.0
     monkeypatch.undo()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(olmo.cli, "doctor_gate", no_scan)
+    monkeypatch.setattr(olmo.cli.main, "doctor_gate", no_scan)
     shard_check._memo.clear()
     with open(data / "part-00000.npy", "r+b") as f:  # one byte changes: same size, new mtime
         f.seek(1000)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from olmo import checkpoint, prepare
+from olmo import checkpoint
 from olmo.config import TrainConfig
-from olmo.corpus import CORPUS_PATH
+from olmo.data import prepare
+from olmo.data.corpus import CORPUS_PATH
 from olmo.recipe import to_yaml
 
 CLI = Callable[..., tuple[int, str, str]]
@@ -32,9 +33,9 @@ def test_checkpoint_save_on_a_full_disk(kind: str, tmp_path: Path, tiny_data: Pa
                                         micro: Callable[..., TrainConfig], monkeypatch: pytest.MonkeyPatch) -> None:
     import torch.distributed.checkpoint.filesystem as fs
 
-    import olmo.cli
+    import olmo.cli.main
 
-    monkeypatch.setattr(olmo.cli, "doctor_gate", lambda *a: None)
+    monkeypatch.setattr(olmo.cli.main, "doctor_gate", lambda *a: None)
     cfg = micro(tiny_data, tmp_path / "run", steps=4)
     cfg.save_interval, cfg.eval_interval, cfg.log_interval = 2, 0, 2
     recipe = tmp_path / "r.yaml"

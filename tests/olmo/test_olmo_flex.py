@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from olmo import attention_flex
-from olmo.attention import BACKENDS, eager, get_backend, sdpa
-from olmo.attention_choice import CANDIDATES, candidates
 from olmo.config import ConfigError, ModelConfig
+from olmo.nn import attention_flex
+from olmo.nn.attention import BACKENDS, eager, get_backend, sdpa
+from olmo.nn.attention_choice import CANDIDATES, candidates
 
 CPU = torch.device("cpu")
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from helpers import gpu_marks
 
-from olmo.attention import BACKENDS
 from olmo.config import TrainConfig
+from olmo.nn.attention import BACKENDS
 
 pytestmark = gpu_marks()
 
@@ -44,7 +44,7 @@ def test_kernel_backends_match_sdpa(name: str, window: int | None) -> None:
 def test_lm_head_gradient_accumulates_in_fp32_inside_the_gemm() -> None:
     """The chunked loss sums the (V, d) weight gradient with addmm(out_dtype=fp32) on CUDA: equal to the fp32
     sum of the bf16 products, and the result stays fp32."""
-    from olmo.loss import _accumulate_fp32
+    from olmo.nn.loss import _accumulate_fp32
 
     g = torch.Generator(device="cuda").manual_seed(0)
     parts = [(torch.randn(512, 256, device="cuda", generator=g).bfloat16(),
@@ -62,7 +62,7 @@ def test_cuda_graph_step_trains_like_the_eager_step(tiny_data: Path, tmp_path: P
                                                     micro: Callable[..., TrainConfig]) -> None:
     """cuda_graph replays the whole step (forward, backward, clip, the copies' AdamW) as one graph after 3 eager
     warm-up steps; the loss curve matches the eager step's (bf16 on a GPU: to ~1e-2, not bit for bit)."""
-    from olmo.mixed_precision import MasterAdamW
+    from olmo.optim.mixed_precision import MasterAdamW
     from olmo.train import setup, train, train_step
 
     losses = {}

@@ -17,7 +17,7 @@ import transformers  # in the dev extras: CI has it, so a missing one fails loud
 
 from olmo import checkpoint
 from olmo.config import DataConfig, ModelConfig, TrainConfig
-from olmo.hf import export_hf
+from olmo.interop.hf import export_hf
 from olmo.model import Transformer
 from olmo.recipe import config_to_dict, load_recipe
 from olmo.train import train
@@ -63,7 +63,7 @@ def test_export_loads_in_transformers_with_the_same_logits(
             assert (full(ids) - theirs(ids).logits).abs().max().item() > 1e-2
 
     tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
-    from olmo.prepare import load_tokenizer
+    from olmo.data.prepare import load_tokenizer
 
     bundled = load_tokenizer(Path("bundled"))
     assert tok("the model trains")["input_ids"] == bundled.encode(["the model trains"])[0]

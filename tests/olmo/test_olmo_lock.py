@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from olmo.corpus import CORPUS_PATH
+from olmo.data.corpus import CORPUS_PATH
 from olmo.errors import OlmoError
 from olmo.lock import LOCK_NAME, DirLock
 
@@ -87,13 +87,13 @@ def test_train_on_a_run_dir_in_use_is_refused_before_the_doctor(tmp_path: Path, 
                                                                  micro: Callable[..., object],
                                                                  cli: Callable[..., tuple[int, str, str]],
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import olmo.cli
+    import olmo.cli.main
     from olmo.recipe import to_yaml
 
     def no_doctor(*a: object) -> None:
         raise AssertionError("the doctor ran before the lock was checked")
 
-    monkeypatch.setattr(olmo.cli, "doctor_gate", no_doctor)
+    monkeypatch.setattr(olmo.cli.main, "doctor_gate", no_doctor)
     run = tmp_path / "run"
     run.mkdir()
     (tmp_path / "r.yaml").write_text(to_yaml(micro(tiny_data, run)))  # type: ignore[arg-type]

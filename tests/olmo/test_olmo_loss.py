@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from olmo.config import ModelConfig
-from olmo.loss import fused_linear_cross_entropy
 from olmo.model import build_model, lm_loss
+from olmo.nn.loss import fused_linear_cross_entropy
 
 
 @pytest.mark.parametrize(("z_mult", "chunk"), [(0.0, 64), (1e-4, 37), (1e-5, 1000)])

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from olmo.config import ModelConfig, OptimConfig
-from olmo.corpus import ASSET_DOCS, CORPUS_PATH, TOKENIZER_PATH, documents
+from olmo.data.corpus import ASSET_DOCS, CORPUS_PATH, TOKENIZER_PATH, documents
 from olmo.metrics import mfu, peak_flops
 from olmo.model import build_model
-from olmo.optim import build_optimizer, lr_at
+from olmo.optim.optimizer import build_optimizer, lr_at
 
 
 @pytest.mark.parametrize(("name", "tflops"), [
@@ -62,7 +62,7 @@ def test_no_weight_decay_on_embeddings() -> None:
 
 
 def test_bundled_assets_are_the_generators_output() -> None:
-    """The corpus is made by olmo/corpus.py (python -m olmo.corpus --write-assets), byte for byte."""
+    """The corpus is made by olmo/data/corpus.py (python -m olmo.data.corpus --write-assets), byte for byte."""
     lines = gzip.decompress(CORPUS_PATH.read_bytes()).decode().splitlines()
     assert [json.loads(ln)["text"] for ln in lines] == list(documents(ASSET_DOCS))
     assert CORPUS_PATH.stat().st_size + TOKENIZER_PATH.stat().st_size < 2 * 1024 * 1024

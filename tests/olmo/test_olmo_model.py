@@ -8,9 +8,9 @@ from typing import cast
 import pytest
 import torch
 
-from olmo.attention import BACKENDS, eager, get_backend, sdpa
 from olmo.config import ConfigError, ModelConfig
 from olmo.model import Block, RMSNorm, Transformer, apply_rope, build_model, lm_loss, rope_tables
+from olmo.nn.attention import BACKENDS, eager, get_backend, sdpa
 
 CPU = torch.device("cpu")
 

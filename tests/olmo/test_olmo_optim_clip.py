@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from olmo.optim import clip_and_step
+from olmo.optim.optimizer import clip_and_step
 
 
 @pytest.mark.parametrize("max_norm", [0.05, 1e6])  # clipping active / inactive

@@ -18,9 +18,9 @@ import numpy as np
 import psutil
 import pytest
 
-from olmo import prepare_pipeline as pipe
-from olmo.corpus import TOKENIZER_PATH, documents, write_jsonl
-from olmo.prepare import Tok, find_inputs, load_tokenizer, prepare
+from olmo.data import prepare_pipeline as pipe
+from olmo.data.corpus import TOKENIZER_PATH, documents, write_jsonl
+from olmo.data.prepare import Tok, find_inputs, load_tokenizer, prepare
 
 CLI = Callable[..., tuple[int, str, str]]
 
@@ -76,7 +76,7 @@ def test_output_is_identical_for_any_worker_count(tmp_path: Path, tiny_tasks: No
 
 
 def test_dry_run_with_workers_counts_the_same(tmp_path: Path, tiny_tasks: None) -> None:
-    from olmo.prepare import dry_run
+    from olmo.data.prepare import dry_run
 
     inputs, _ = _corpus(tmp_path)
     tok = load_tokenizer(TOKENIZER_PATH)

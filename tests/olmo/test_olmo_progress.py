@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from olmo.corpus import CORPUS_PATH, TOKENIZER_PATH
-from olmo.prepare import find_inputs, load_tokenizer, prepare
+from olmo.data.corpus import CORPUS_PATH, TOKENIZER_PATH
+from olmo.data.prepare import find_inputs, load_tokenizer, prepare
 
 
 def _inputs(tmp: Path) -> list[Path]:

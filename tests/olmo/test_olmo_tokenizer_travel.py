@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from olmo import checkpoint
-from olmo.corpus import CORPUS_PATH, TOKENIZER_PATH
+from olmo.data.corpus import CORPUS_PATH, TOKENIZER_PATH
 
 Cli = Callable[..., tuple[int, str, str]]
 
@@ -84,7 +84,7 @@ def test_import_without_tokenizer_points_at_nothing_it_did_not_write(tmp_path: P
     import torch
 
     from olmo.config import DataConfig, ModelConfig, TrainConfig
-    from olmo.hf import export_hf
+    from olmo.interop.hf import export_hf
     from olmo.model import Transformer
     from olmo.recipe import config_to_dict
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from olmo import checkpoint
-from olmo.cli import app
+from olmo.cli.main import app
 from olmo.config import ConfigError, TrainConfig
 from olmo.metrics import read_metrics
 from olmo.recipe import to_yaml

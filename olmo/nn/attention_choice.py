@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from olmo.attention import BACKENDS, AttnFn
 from olmo.config import ModelConfig
+from olmo.nn.attention import BACKENDS, AttnFn
 
 REL_ERROR_BOUND = 2e-2  # bf16: two correct kernels differ by ~2e-3, a wrong one by ~1
 CANDIDATES = ("sdpa", "flex", "flash_attn", "flash_attn_3", "xformers")  # "eager" is the reference, never the fast path
@@ -137,10 +137,11 @@ def choose(cfg: ModelConfig, batch: int, seq: int, device: torch.device,
            measure_fn: Callable[..., dict[str, tuple[float, float]]] = measure) -> Choice:
     if device.type != "cuda":
         return Choice("sdpa", "CPU: torch SDPA", {})
-    from olmo_doctor.resources import read_cache, user_cache_dir, write_cache
+    from olmo.cache import cache_root, read_json, write_json
 
-    cache = user_cache_dir() / "attention-choice" / f"{_cache_key(cfg, batch, seq, device)}.json"
-    cached = read_cache(cache)
+    # beside olmo-doctor build-kernels' own timings (one cache folder per machine for kernel choices)
+    cache = cache_root("olmo-doctor") / "attention-choice" / f"{_cache_key(cfg, batch, seq, device)}.json"
+    cached = read_json(cache)
     if isinstance(cached, dict) and cached.get("backend") in BACKENDS:
         return Choice(cached["backend"], f"{cached['reason']} (cached)", cached.get("timings_ms", {}))
     recorded = _recorded_by_build_kernels(device)
@@ -148,7 +149,7 @@ def choose(cfg: ModelConfig, batch: int, seq: int, device: torch.device,
         choice = Choice(recorded, "faster than SDPA in olmo-doctor build-kernels' GPU check", {})
     else:
         choice = decide(measure_fn(cfg, batch, seq, device))
-    write_cache(cache, {"backend": choice.backend, "reason": choice.reason, "timings_ms": choice.timings_ms})
+    write_json(cache, {"backend": choice.backend, "reason": choice.reason, "timings_ms": choice.timings_ms})
     return choice
 
 

@@ -1,4 +1,4 @@
-"""The one JSON object each `olmo` command prints with `--json` (olmo/jsonout.py writes it).
+"""The one JSON object each `olmo` command prints with `--json` (olmo/cli/jsonout.py writes it).
 
 Every object has `ok` (the command's verdict; false goes with a non-zero exit code) and plain JSON values:
 paths as strings, counts as integers, NaN as null.
@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from olmo.config import ModelConfig, TrainConfig
-    from olmo.prepare import FileStats, PrepareResult, Tok
-    from olmo.shards import ShardReport
+    from olmo.data.prepare import FileStats, PrepareResult, Tok
+    from olmo.data.shards import ShardReport
     from olmo.smoke import SmokeResult
     from olmo.train import TrainResult
 
@@ -28,7 +28,7 @@ def dry_run(files: list[Path], stats: dict[str, FileStats], ok: bool) -> dict[st
 
 
 def prepared(output: Path, res: PrepareResult, tok: Tok) -> dict[str, Any]:
-    from olmo.shards import dtype_for_vocab
+    from olmo.data.shards import dtype_for_vocab
 
     skipped = {p: {"bad_lines": st.bad, "empty": st.empty} for p, st in res.stats.items() if st.bad or st.empty}
     return {"ok": True, "output": str(output), "shards": len(res.shards),

@@ -2,11 +2,11 @@
 
 On one GPU the trainer computes under bf16 autocast with fp32 parameters (as OLMo-core does). Autocast re-casts
 every weight to bf16 on every forward, and the bf16 weight gradients are converted to fp32 for the optimizer. Here
-each projection weight of the blocks (`olmo.linear.Linear`, 1.2B of olmo2_1B's 1.6B parameters) gets a bf16 copy
+each projection weight of the blocks (`olmo.nn.linear.Linear`, 1.2B of olmo2_1B's 1.6B parameters) gets a bf16 copy
 that the forward multiplies by; backward leaves the gradient in bf16 on the copy; `MasterAdamW` reads that
 gradient, updates the fp32 master weight and its AdamW state as torch's AdamW does, and rewrites the copy, all in
-one pass per tensor (olmo/fused_adamw.py). The numbers are the ones autocast gives: autocast multiplies by the same
-bf16 rounding of the master weight, and its fp32 gradient is the bf16 GEMM output converted.
+one pass per tensor (olmo/optim/fused_adamw.py). The numbers are the ones autocast gives: autocast multiplies by
+the same bf16 rounding of the master weight, and its fp32 gradient is the bf16 GEMM output converted.
 
 The master weights stay the model's parameters and the AdamW state stays torch's (`exp_avg`, `exp_avg_sq`,
 `step` per parameter), so state dicts and checkpoints are unchanged and interchangeable with runs without copies.
@@ -22,8 +22,8 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from olmo.fused_adamw import adamw_step
-from olmo.linear import Linear
+from olmo.nn.linear import Linear
+from olmo.optim.fused_adamw import adamw_step
 
 
 def attach_compute_copies(model: nn.Module, dtype: torch.dtype) -> dict[torch.Tensor, torch.Tensor]:
@@ -49,7 +49,7 @@ def refresh_copies(copies: dict[torch.Tensor, torch.Tensor]) -> None:
 
 
 class MasterAdamW(torch.optim.AdamW):
-    """torch.optim.AdamW's parameter groups, state and state dict, stepped by `olmo.fused_adamw`: a parameter
+    """torch.optim.AdamW's parameter groups, state and state dict, stepped by `olmo.optim.fused_adamw`: a parameter
     with a copy takes its gradient from the copy and rewrites the copy; the others are updated as usual."""
 
     def __init__(self, params: Iterable[Any], copies: dict[torch.Tensor, torch.Tensor], lr: float,

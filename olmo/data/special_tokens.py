@@ -1,4 +1,4 @@
-"""A tokenizer's BOS and padding tokens (EOS is found by olmo/prepare.py's load_tokenizer).
+"""A tokenizer's BOS and padding tokens (EOS is found by olmo/data/prepare.py's load_tokenizer).
 
 The shard manifest records all three ids, as OLMo-core's TokenizerConfig needs (eos_token_id, pad_token_id,
 bos_token_id), and the Hugging Face export writes the same tokens into tokenizer_config.json. A

@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from olmo.cache import cache_root
 from olmo.errors import ConfigError
 
 SCAN_TOKENS = 1 << 24  # tokens per vectorised step: bounded memory for any shard size
 CACHE_ENTRIES = 20_000
 NOTE_BYTES = 2 * 10**9  # announce a first scan larger than this (a few seconds)
-_memo: dict[str, dict[str, Any]] = {}  # this process's scans: setup re-runs the preflight checks
+_memo: dict[str, dict[str, Any]] = {}  # this process's scans: a second run in one process (tests, smoke) skips them
 
 
 @dataclass
@@ -40,8 +41,7 @@ class ShardToCheck:
 
 
 def cache_path() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "olmo" / "shard-scans.json"
+    return cache_root("olmo") / "shard-scans.json"
 
 
 def _key(shard: ShardToCheck, st: os.stat_result) -> str:

@@ -9,13 +9,13 @@ window W meaning "each query sees itself and the W-1 tokens before it" (OLMo-cor
     flash_attn_3  flash_attn_interface.flash_attn_func (FlashAttention-3, Hopper), when installed
     xformers      xformers.ops.memory_efficient_attention, causal only (no sliding windows), when installed
     flex          torch.nn.attention.flex_attention with a cached causal + sliding-window block mask
-                  (olmo/attention_flex.py); nothing to build
+                  (olmo/nn/attention_flex.py); nothing to build
     eager         plain softmax(q k^T) v in fp32: the readable reference the tests compare the others against
 
 A backend is a function plus an `unavailable()` check that returns why it cannot run here (or None), and whether
 it handles sliding windows. On CUDA, `sdpa` hands sliding-window layers to flex (an explicit mask would turn
 SDPA's flash kernel off and compute the full T x T). Adding one is one more `register` call;
-`model.attn_backend: auto` (olmo/attention_choice.py) times the available ones and keeps the fastest correct one.
+`model.attn_backend: auto` (olmo/nn/attention_choice.py) times the available ones and keeps the fastest correct one.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from olmo import attention_flex
+from olmo.nn import attention_flex
 
 AttnFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "int | None"], torch.Tensor]
 

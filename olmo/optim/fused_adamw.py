@@ -4,7 +4,7 @@ torch's fused AdamW wants gradients in the parameter's dtype. With fp32 master w
 costs two extra passes per step: autocast casts every weight to bf16 for the forward, and converts every bf16
 weight gradient the GEMM produced to fp32 for the optimizer. `adamw_step` instead reads the bf16 gradient as it
 is (the values are the same: the fp32 gradient autocast hands over is the bf16 GEMM output, converted) and, while
-it rewrites the fp32 master weight, writes its bf16 copy for the next forward (olmo/mixed_precision.py).
+it rewrites the fp32 master weight, writes its bf16 copy for the next forward (olmo/optim/mixed_precision.py).
 
 The update is torch's AdamW, decoupled weight decay, per element:
 

@@ -27,7 +27,7 @@ def from_dir(directory: Path) -> dict[str, bytes]:
 
 
 def _from_data(cfg: TrainConfig) -> dict[str, bytes]:
-    from olmo.shards import read_manifest
+    from olmo.data.shards import read_manifest
 
     for p in cfg.data.paths:
         manifest = read_manifest(Path(p)) if Path(p).is_dir() else None

@@ -18,7 +18,7 @@ def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, device: torch.devi
     """AdamW; weight decay on every parameter except the embedding (OLMo-core's OLMo 2/3 scripts).
 
     With `copies_dtype` (bf16 compute in one process on a GPU, and `optim.compute_copies` on) the block weights
-    get bf16 copies that the optimizer keeps (olmo/mixed_precision.py): same numbers, less memory traffic."""
+    get bf16 copies that the optimizer keeps (olmo/optim/mixed_precision.py): same numbers, less memory traffic."""
     decay: list[torch.nn.Parameter] = []
     no_decay: list[torch.nn.Parameter] = []
     for name, p in model.named_parameters():
@@ -26,7 +26,7 @@ def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, device: torch.devi
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     betas = (cfg.betas[0], cfg.betas[1])
     if copies_dtype is not None and cfg.compute_copies:
-        from olmo.mixed_precision import MasterAdamW, attach_compute_copies
+        from olmo.optim.mixed_precision import MasterAdamW, attach_compute_copies
 
         copies = attach_compute_copies(model, copies_dtype)
         return MasterAdamW(groups, copies, lr=cfg.lr, betas=betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
@@ -40,7 +40,7 @@ def clip_and_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_
     the clip costs no extra pass over the gradients: the kernel's `grad_scale` input (meant for AMP's GradScaler:
     it divides every gradient while updating) is set to max(1, norm / max_norm), which is exactly the clip.
     Otherwise clip_grad_norm_ scales the gradients first."""
-    from olmo.mixed_precision import MasterAdamW
+    from olmo.optim.mixed_precision import MasterAdamW
 
     if isinstance(optimizer, MasterAdamW):
         grads = optimizer.gradients()  # the copies' gradients where a weight has a copy

@@ -1,6 +1,6 @@
-"""`olmo prepare-data`: tokenize .jsonl / .txt documents into token shards (format: olmo/shards.py).
+"""`olmo prepare-data`: tokenize .jsonl / .txt documents into token shards (format: olmo/data/shards.py).
 
-Pipeline (olmo/prepare_pipeline.py): the main process reads the inputs as chunks of raw lines and hands them to
+Pipeline (olmo/data/prepare_pipeline.py): the main process reads the inputs as chunks of raw lines and hands them to
 worker processes, which parse the JSON, tokenize, append EOS and return flat token arrays, in input order; the
 main process hashes them and streams them into the current shard. Shards end on document boundaries, and the
 output is byte-identical for any number of workers. Small inputs (or --workers 1) are encoded in-process.
@@ -30,8 +30,20 @@ from typing import Any
 
 import numpy as np
 
-from olmo import prepare_pipeline as pipe
 from olmo.config import ConfigError
+from olmo.data import prepare_pipeline as pipe
+from olmo.data.prepare_pipeline import Encoded, Encoder, WorkerSpec
+from olmo.data.shards import (
+    BLOCK_BYTES,
+    FORMAT,
+    MANIFEST,
+    VERSION,
+    ShardMeta,
+    dtype_for_vocab,
+    read_sidecars,
+    shard_name,
+)
+from olmo.data.special_tokens import special_ids
 from olmo.errors import OlmoError, Resumable, is_disk_full
 from olmo.fsutil import (
     atomic_write_json,
@@ -43,9 +55,6 @@ from olmo.fsutil import (
     remove_empty_dirs,
 )
 from olmo.lock import LOCK_NAME, DirLock
-from olmo.prepare_pipeline import Encoded, Encoder, WorkerSpec
-from olmo.shards import BLOCK_BYTES, FORMAT, MANIFEST, VERSION, ShardMeta, dtype_for_vocab, read_sidecars, shard_name
-from olmo.special_tokens import special_ids
 
 JOB_FILE = "prepare.json"
 SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".txt", ".txt.gz")
@@ -74,7 +83,7 @@ def find_inputs(paths: list[Path]) -> list[Path]:
 
 def _check_readable(path: Path) -> None:
     """Refuse an input that cannot be opened, or a .gz that is not gzip, before anything is written (damage
-    further into a file is found while reading it, olmo/prepare_pipeline.py)."""
+    further into a file is found while reading it, olmo/data/prepare_pipeline.py)."""
     try:
         with open(path, "rb") as f:
             head = f.read(2)
@@ -106,7 +115,7 @@ class Tok:
 
 
 def load_tokenizer(path: Path, eos_token: str | None = None) -> Tok:
-    from olmo.corpus import TOKENIZER_PATH
+    from olmo.data.corpus import TOKENIZER_PATH
 
     if str(path) == "bundled":
         path = TOKENIZER_PATH

@@ -4,8 +4,8 @@ It exists so the trainer runs offline end to end (`olmo train --smoke`, the test
 downloaded data. The text is regular enough that a tiny model's loss falls within a few dozen steps, and varied
 enough (stories, arithmetic, letters, lists) that a BPE tokenizer trained on it learns real merges.
 
-    python -m olmo.corpus --write-assets    # regenerate olmo/assets/{corpus.jsonl.gz,tokenizer.json}
-    python -m olmo.corpus --docs 50000 --out big.jsonl   # a larger corpus for benchmarks
+    python -m olmo.data.corpus --write-assets    # regenerate olmo/assets/{corpus.jsonl.gz,tokenizer.json}
+    python -m olmo.data.corpus --docs 50000 --out big.jsonl   # a larger corpus for benchmarks
 
 Generation is pure Python with a seeded `random.Random`, so the same arguments give the same bytes everywhere.
 """
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ASSETS = Path(__file__).resolve().parent / "assets"
+ASSETS = Path(__file__).resolve().parent.parent / "assets"  # olmo/assets: data, beside the packages
 CORPUS_PATH = ASSETS / "corpus.jsonl.gz"
 TOKENIZER_PATH = ASSETS / "tokenizer.json"
 EOS_TOKEN = "<|endoftext|>"

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from olmo.config import ConfigError, DataConfig
-from olmo.shard_check import ShardToCheck
-from olmo.shards import load_manifest
+from olmo.data.shard_check import ShardToCheck
+from olmo.data.shards import load_manifest
 
 VAL_SEED = 0x5EED  # the held-out split never depends on data.seed, so changing the seed cannot leak eval data
 
@@ -38,7 +38,7 @@ class Source:
     vocab_size: int | None  # of the tokenizer the shards were made with, when known
     where: str  # for messages: the first path
     tokenizer_sha256: str | None = None
-    checks: list[ShardToCheck] = field(default_factory=list)  # what olmo/shard_check.py verifies before step 1
+    checks: list[ShardToCheck] = field(default_factory=list)  # what olmo/data/shard_check.py verifies before step 1
 
 
 def open_source(paths: list[str], cfg: DataConfig) -> Source:

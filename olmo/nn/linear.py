@@ -2,7 +2,7 @@
 
 Under bf16 autocast, `F.linear(x, w_fp32)` casts the whole weight to bf16 on every call and, in backward, converts
 the bf16 weight gradient back to fp32: two passes over every weight per step that move ~7 GB on a 1B model. When
-the optimizer keeps a bf16 copy of the weight (olmo/mixed_precision.py), `Linear` multiplies by that copy and
+the optimizer keeps a bf16 copy of the weight (olmo/optim/mixed_precision.py), `Linear` multiplies by that copy and
 its gradient stays in bf16 for the optimizer to read, which gives the same numbers with neither pass. Anywhere
 else (no copy, autocast off, another autocast dtype) it is plain nn.Linear. The parameter is still `weight`, so
 names, state dicts and checkpoints do not change.
@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 
 class Linear(nn.Linear):
-    compute_weight: torch.Tensor | None = None  # set by olmo.mixed_precision.attach_compute_copies
+    compute_weight: torch.Tensor | None = None  # set by olmo.optim.mixed_precision.attach_compute_copies
 
     def __init__(self, in_features: int, out_features: int):
         super().__init__(in_features, out_features, bias=False)

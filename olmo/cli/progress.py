@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
-from olmo import jsonout
+from olmo.cli import jsonout
 
 
 class _Bar:

@@ -143,8 +143,8 @@ def find_tokenizer(state: dict[str, Any], given: Path | None, ckpt: Path | None 
     """`given`, else the tokenizer.json that travels inside the checkpoint (import-hf and train put it there),
     else the one the checkpoint's data was made with (its data manifest records path and hash); ConfigError when
     none is there."""
-    from olmo.prepare import load_tokenizer
-    from olmo.shards import ManifestError, load_manifest
+    from olmo.data.prepare import load_tokenizer
+    from olmo.data.shards import ManifestError, load_manifest
 
     data = state.get("config", {}).get("data") if isinstance(state.get("config"), dict) else None
     paths = data.get("paths") if isinstance(data, dict) else None
@@ -167,7 +167,7 @@ def find_tokenizer(state: dict[str, Any], given: Path | None, ckpt: Path | None 
         raise ConfigError("cannot find the tokenizer this checkpoint was trained with (its data manifest is gone); "
                           "pass --tokenizer PATH/tokenizer.json")
     tok = load_tokenizer(given)
-    from olmo.special_tokens import special_tokens
+    from olmo.data.special_tokens import special_tokens
 
     found = special_tokens(tok.tokenizer, tok.path)
     return TokenizerFiles(tok.path, tok.tokenizer.id_to_token(tok.eos_id), found["pad"], found["bos"])
@@ -409,8 +409,7 @@ def import_hf(hf_dir: Path, out: Path, overwrite: bool = False,
               f"#   olmo prepare-data -i docs.jsonl -o data/ft -t {tok}\n"
               f"#   olmo train {out / 'recipe.yaml'} --set data.paths=[data/ft]\n" + to_yaml(cfg))
     extra = {"recipe.yaml": recipe.encode()}
-    from olmo import tokenizer_files
-
+    from olmo.data import tokenizer_files
     extra.update(tokenizer_files.from_dir(hf_dir))  # tokenizer.json with the tokenizer_config.json naming its tokens
     from olmo.recipe import config_to_dict
 

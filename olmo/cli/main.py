@@ -28,11 +28,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from olmo import jsonout, summaries
+from olmo.cli import jsonout, summaries
 from olmo.errors import ENVIRONMENT_ERRNOS, DamageFound, OlmoError, describe_os_error, one_line
 
 if TYPE_CHECKING:
-    from olmo.prepare import FileStats
+    from olmo.data.prepare import FileStats
 
 app = typer.Typer(
     name="olmo",
@@ -43,7 +43,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-# --json on the commands a script runs (olmo/jsonout.py): one object on stdout, made in olmo/summaries.py
+# --json on the commands a script runs (olmo/cli/jsonout.py): one object on stdout, made in olmo/cli/summaries.py
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (the summary) and nothing "
                                         "else there; logs go to stderr.")]
 out = Console(highlight=False, soft_wrap=True)  # log lines stay whole in files and pipes
@@ -83,13 +83,12 @@ def prepare_data(
     json_: JsonFlag = False,
 ) -> None:
     """Tokenize documents into headerless token shards that olmo and OLMo-core read (EOS after each document)."""
-    from olmo import prepare as P
-
+    from olmo.data import prepare as P
     workers = workers or P.pipe.usable_cpus()
     # Small inputs are encoded in this process, by the tokenizer's own thread pool: the same core budget.
     os.environ["RAYON_NUM_THREADS"] = str(workers)  # read when the tokenizer first encodes
     os.environ["TOKENIZERS_PARALLELISM"] = "true"
-    from olmo.shards import dtype_for_vocab
+    from olmo.data.shards import dtype_for_vocab
 
     shard_tokens = parse_count(shard_size)
     files = P.find_inputs(inputs)
@@ -100,7 +99,7 @@ def prepare_data(
         if json_:
             jsonout.emit(summaries.dry_run(files, stats, code == 0))
         raise typer.Exit(code)
-    from olmo.progress import bytes_bar
+    from olmo.cli.progress import bytes_bar
 
     with bytes_bar("tokenizing", sum(f.stat().st_size for f in files), tokens=True, quiet=quiet) as progress:
         res = P.prepare(files, output, tok, shard_tokens, overwrite, progress, workers)
@@ -130,7 +129,7 @@ def prepare_data(
 def _print_dry_run(files: list[Path], stats: dict[str, FileStats], vocab: int, shard_tokens: int) -> int:
     from rich.table import Table
 
-    from olmo.shards import dtype_for_vocab
+    from olmo.data.shards import dtype_for_vocab
 
     table = Table("file", "documents", "tokens", "empty", "bad lines", "", box=None)
     flagged = 0
@@ -164,8 +163,8 @@ def validate_shards(
     """Recount tokens and documents, check ids against the vocabulary, verify checksums; exit 1 on corruption."""
     from rich.table import Table
 
-    from olmo.progress import bytes_bar
-    from olmo.shards import DTYPES, ManifestError, shard_bytes, validate_dir
+    from olmo.cli.progress import bytes_bar
+    from olmo.data.shards import DTYPES, ManifestError, shard_bytes, validate_dir
 
     if dtype is not None and dtype not in DTYPES:
         raise OlmoError(f"--dtype {dtype} is not one of: {', '.join(DTYPES)}")
@@ -306,9 +305,10 @@ def train_cmd(
         if warning:
             err.print(f"olmo: warning: {warning}", markup=False)
     if not dry_run:
-        from olmo.train import preflight
+        from olmo.preflight import preflight
 
-        preflight(cfg, resume, out.print)  # bad data or run_dir fails here, before the doctor's probes
+        # bad data or run_dir fails here, before the doctor's probes; train() uses what it found, not a second look
+        checked = preflight(cfg, resume, out.print, validated=True)
     if dry_run:
         from olmo.train import describe
 
@@ -323,7 +323,7 @@ def train_cmd(
     from olmo.train import TrainingFailed, train
 
     try:
-        res = train(cfg, resume=resume, console=out)
+        res = train(cfg, resume=resume, console=out, checked=checked)
     except TrainingFailed as e:
         err.print(f"olmo: {e}", markup=False)
         if json_:
@@ -352,8 +352,8 @@ def export_hf_cmd(
     """Write a checkpoint as a Hugging Face model (Olmo2ForCausalLM, or Olmo3ForCausalLM with sliding windows)."""
     import torch
 
-    from olmo import hf
     from olmo.checkpoint import resolve
+    from olmo.interop import hf
 
     dtypes = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
     if dtype not in dtypes:
@@ -362,7 +362,7 @@ def export_hf_cmd(
         path = resolve(checkpoint)
     except FileNotFoundError:
         raise OlmoError(f"{checkpoint} is not a checkpoint or a run dir with checkpoints") from None
-    from olmo.progress import sized_bar
+    from olmo.cli.progress import sized_bar
 
     with sized_bar("writing") as progress:
         hf.export_hf(path, out_dir, tokenizer, dtypes[dtype], overwrite, progress=progress)
@@ -384,11 +384,10 @@ def import_hf_cmd(
     json_: JsonFlag = False,
 ) -> None:
     """Turn a Hugging Face OLMo 2/3 model into a checkpoint to fine-tune (`olmo train OUT/recipe.yaml`)."""
-    from olmo import hf
-
+    from olmo.interop import hf
     if not hf_dir.is_dir():
         raise OlmoError(f"{hf_dir} is not a directory; give a Hugging Face model folder")
-    from olmo.progress import sized_bar
+    from olmo.cli.progress import sized_bar
 
     with sized_bar("reading") as progress:
         path, model = hf.import_hf(hf_dir, out_checkpoint, overwrite, progress=progress)
@@ -433,7 +432,7 @@ def main() -> None:
     try:
         args = sys.argv[1:]
         if args[:1] == ["train"]:  # OLMo-core's `--a.b=c` and torchtitan's `--a.b c` overrides become --set
-            from olmo.overrides import rewrite
+            from olmo.cli.overrides import rewrite
 
             args = ["train", *rewrite(args[1:], _train_options())]
         # standalone_mode=False: click's own usage errors come here too, to be said in one line
