@@ -81,6 +81,7 @@ def test_applied_once(tmp_path: Path) -> None:
     assert once.count("    _olmo_doctor_subset_check(q, v)\n") == 1
 
 
+@pytest.mark.gpu  # runs where bench/gpu_suite.sh carries the pinned sources (.bench/), not in CI's clean clone
 def test_the_pinned_source_takes_the_edit(tmp_path: Path) -> None:
     """On the carried source of bench/fetch_sources.sh, when it is there (it is not committed)."""
     carried = sorted((ROOT / ".bench").glob("flash-attention-3-*.tar.gz"))
