@@ -163,12 +163,12 @@ def test_command_templates_quote_each_value_for_where_it_sits(tmp_path: Path) ->
         for template in ("export PATH={cuda.home}/bin:$PATH", "export CUDA_HOME={cuda.home}",
                          "conda install 'gxx={gcc.version}'", 'echo "{cuda.home}" >/dev/null',
                          "echo ok   # {cuda.home}"):
-            cmd = render(template, facts, shell=True)
+            cmd = render(template, facts, as_command=True)
             assert not has_control(cmd), (template, payload, cmd)
             bash(cmd, tmp_path)
             assert not marker.exists(), (template, payload, cmd)
     # a plain value prints exactly as the template says
-    assert render("export CUDA_HOME=/usr/local/cuda-{torch.cuda}", {"torch.cuda": "13.0"}, shell=True) == \
+    assert render("export CUDA_HOME=/usr/local/cuda-{torch.cuda}", {"torch.cuda": "13.0"}, as_command=True) == \
         "export CUDA_HOME=/usr/local/cuda-13.0"
     assert fill([("export A=", "a b"), (" # ", "x\ny")]) == "export A='a b' # x y"
 

@@ -21,16 +21,16 @@ def _bind_gpu(source: str, index: int) -> str:
 
 
 def render(template: str, facts: Mapping[str, FactValue], extra: Mapping[str, Any] | None = None,
-           shell: bool = False) -> str:
+           as_command: bool = False) -> str:
     """Fill {expression} fields of a message or command; {{ and }} are literal braces.
 
     A field that cannot be evaluated (unknown fact) renders as 'unknown' rather than failing the finding.
-    `shell`: the template is a command line, so each value is quoted for where it sits (shell.fill).
+    `as_command`: the template is a command line, so each value is quoted for where it sits (shell.fill).
     """
     pieces: list[tuple[str, str | None]] = []
     for literal, field_name, spec, _conversion in _FORMATTER.parse(template):
         pieces.append((literal, None if field_name is None else _field(field_name, spec, facts, extra)))
-    return fill(pieces) if shell else "".join(lit + (val or "") for lit, val in pieces)
+    return fill(pieces) if as_command else "".join(lit + (val or "") for lit, val in pieces)
 
 
 def _field(name: str, spec: str | None, facts: Mapping[str, FactValue], extra: Mapping[str, Any] | None) -> str:
@@ -90,7 +90,7 @@ def to_finding(rule: Rule, facts: Mapping[str, FactValue], extra: Mapping[str, A
         Fix(
             title=render(_gpu_aware(f.title), facts, extra),
             applicability=f.applicability,  # type: ignore[arg-type]
-            commands=[render(_gpu_aware(c), facts, extra, shell=True) for c in f.commands],
+            commands=[render(_gpu_aware(c), facts, extra, as_command=True) for c in f.commands],
             action=_render_action(f.action, facts, extra),
         )
         for f in rule.fixes
