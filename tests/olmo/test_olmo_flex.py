@@ -27,6 +27,7 @@ def _qkv(b: int, t: int, h: int, kv: int, d: int, device: torch.device = CPU, dt
 # and longer than the sequence (= plain causal); grouped-query and multi-query heads
 @pytest.mark.parametrize(("t", "h", "kv", "window"), [(128, 4, 2, 32), (200, 4, 4, None), (300, 4, 1, 130),
                                                       (64, 2, 2, 100), (257, 2, 1, 1)])
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")  # eager on purpose: numerics
 def test_flex_matches_the_fp32_reference_on_cpu(t: int, h: int, kv: int, window: int | None) -> None:
     q, k, v = _qkv(2, t, h, kv, 16, seed=t)
     out = BACKENDS["flex"].fn(q, k, v, window)
