@@ -78,13 +78,20 @@ def total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
 
 def lr_at(step: int, total: int, cfg: OptimConfig) -> float:
     """LR for optimizer step `step` (0-based): linear warmup from ~0 to `lr`, then cosine or linear decay to
-    `lr * final_lr_ratio` at `total`, or constant."""
-    if cfg.warmup_steps and step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
+    `lr * final_lr_ratio` at `total`, or constant.
+
+    As OLMo-core's schedulers (CosWithWarmup, LinearWithWarmup), which see the trainer's 1-based global step: the
+    warmup reaches `lr` on step `warmup_steps`, the decay starts on the next step, and the last step of the run
+    takes the final LR. Counting the decay from the 0-based step instead would hold the peak for two steps and
+    lag OLMo-core's LR by one step for the rest of the run (bench/loss_curves.py shows it in the loss)."""
+    t = step + 1
+    if cfg.warmup_steps and t < cfg.warmup_steps:
+        return cfg.lr * t / cfg.warmup_steps
     if cfg.schedule == "constant":
         return cfg.lr
     span = max(1, total - cfg.warmup_steps)
-    progress = min(1.0, (step - cfg.warmup_steps) / span)
+    # t >= total: the final LR, even when the warmup spans the whole run (OLMo-core checks this first too)
+    progress = 1.0 if t >= total else (t - cfg.warmup_steps) / span
     final = cfg.lr * cfg.final_lr_ratio
     if cfg.schedule == "linear":
         return cfg.lr - (cfg.lr - final) * progress

@@ -44,10 +44,13 @@ def test_unknown_gpu_has_no_mfu() -> None:
 def test_schedule() -> None:
     cfg = OptimConfig(lr=1e-3, warmup_steps=10, final_lr_ratio=0.1)
     assert lr_at(0, 100, cfg) == pytest.approx(1e-4) and lr_at(9, 100, cfg) == pytest.approx(1e-3)
-    assert lr_at(55, 100, cfg) == pytest.approx(0.55e-3)  # cosine midpoint between 1e-3 and 1e-4
-    assert lr_at(100, 100, cfg) == pytest.approx(1e-4)
+    # steps count from 1 as in OLMo-core: the peak is step index 9 alone, the decay starts at index 10, and the
+    # last step (index 99) takes the final LR
+    assert lr_at(10, 100, cfg) < 1e-3
+    assert lr_at(54, 100, cfg) == pytest.approx(0.55e-3)  # cosine midpoint between 1e-3 and 1e-4
+    assert lr_at(99, 100, cfg) == pytest.approx(1e-4) and lr_at(100, 100, cfg) == pytest.approx(1e-4)
     lin = OptimConfig(lr=1e-3, warmup_steps=0, schedule="linear", final_lr_ratio=0.0)
-    assert lr_at(50, 100, lin) == pytest.approx(0.5e-3)
+    assert lr_at(49, 100, lin) == pytest.approx(0.5e-3)
     assert lr_at(70, 100, OptimConfig(lr=1e-3, warmup_steps=0, schedule="constant")) == 1e-3
 
 
