@@ -1,7 +1,5 @@
 """Loss curves, ours against OLMo-core 3.0.0 on the same data, weights and hyperparameters (issue 17), on the CPU.
 
-    python3 bench/loss_curves.py [--shape olmo2|olmo3|both] [--steps 50] [--tolerance 0.002]
-
 For each shape (a tiny OLMo 2 model; the same with OLMo 3's sliding windows, 3 windowed layers in 4, the last
 layer full), in fp32 on the CPU:
 
@@ -16,13 +14,19 @@ layer full), in fp32 on the CPU:
 
 Prints `step | ours | OLMo-core | diff` and the largest relative difference; exits 1 when it is above the
 tolerance, 2 when OLMo-core is not installed (`pip install -e '.[olmo-core]'`). fp32 on the CPU has no
-nondeterministic kernels, so "within noise" here is float summation order: differences grow from ~1e-7 as the
-steps amplify them; a real mismatch (schedule, loss averaging, decay groups, windows) shows at 1e-3 or more.
+nondeterministic kernels, so "within noise" is float summation order here: single fp32 ulps of the loss (~2e-7
+relative) that do not grow over 50 steps. `--mismatch NAME` makes one deliberate difference on our side (z-loss
+off, no clipping, decay on the embedding, another AdamW eps, the old LR schedule) to show the tolerance catches
+it: each moves the 50-step curve by 2e-4 or more (bench/RESULTS.md).
+
+    python3 bench/loss_curves.py [--shape olmo2|olmo3|both] [--steps 50] [--warmup 10] [--tolerance 1e-4]
+    python3 bench/loss_curves.py --shape olmo2 --mismatch z-loss-off     # must exit 1
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -42,7 +46,51 @@ from olmo.interop import olmo_core as core  # noqa: E402
 
 VOCAB = 768  # the bundled 766-token tokenizer, padded to a multiple of 128
 TOLERANCE = 1e-4  # max |ours - core| / core over all steps: ~400x the fp32 noise seen over 50 steps (2.6e-7),
-# ~100x below what a one-step LR-schedule shift gives (1.2e-2)
+# below the smallest deliberate mismatch of MISMATCHES over 50 steps (z-loss off: 2.4e-4)
+
+
+def _zero_based_decay(step: int, total: int, cfg: OptimConfig) -> float:
+    """Our LR schedule before it counted steps as OLMo-core does: the decay one step late, the peak held twice."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    final = cfg.lr * cfg.final_lr_ratio
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
+    return final + (cfg.lr - final) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def _decay_everything(model: torch.nn.Module, cfg: OptimConfig, *args: Any, **kw: Any) -> torch.optim.AdamW:
+    from olmo.optim.optimizer import build_optimizer
+
+    opt = build_optimizer(model, cfg, *args, **kw)
+    for group in opt.param_groups:
+        group["weight_decay"] = cfg.weight_decay
+    return opt
+
+
+# --mismatch NAME: one deliberate difference on our side, to show what the tolerance catches (the bench must fail)
+MISMATCHES: dict[str, str] = {
+    "z-loss-off": "ours without z-loss (OLMo-core keeps 1e-5)",
+    "no-clip": "ours without gradient clipping",
+    "decay-embeddings": "ours with weight decay on the embedding too",
+    "eps": "ours with AdamW eps 1e-6 instead of 1e-8",
+    "lr-shift": "ours with the LR decay counted from 0-based steps (our schedule before it was fixed)",
+}
+
+
+def apply_mismatch(name: str, cfg: TrainConfig, stack: contextlib.ExitStack) -> None:
+    """Change our side of the comparison as MISMATCHES[name] says, until `stack` closes."""
+    from unittest import mock
+
+    if name == "z-loss-off":
+        cfg.model.z_loss_multiplier = 0.0
+    elif name == "no-clip":
+        cfg.optim.grad_clip = 0.0
+    elif name == "eps":
+        cfg.optim.eps = 1e-6
+    elif name == "decay-embeddings":
+        stack.enter_context(mock.patch("olmo.train.build_optimizer", _decay_everything))
+    elif name == "lr-shift":
+        stack.enter_context(mock.patch("olmo.train.lr_at", _zero_based_decay))
 
 
 @dataclass
@@ -151,12 +199,17 @@ def olmo_core(run: Run, model: Any, steps: list[list[torch.Tensor]]) -> list[flo
     return losses
 
 
-def compare(run: Run, work: Path, data: Path) -> tuple[list[float], list[float]]:
+def compare(run: Run, work: Path, data: Path, mismatch: str | None = None) -> tuple[list[float], list[float]]:
+    """(our losses, OLMo-core's losses), one per step; `mismatch`: a name in MISMATCHES, applied to ours."""
     model, step_dir = write_core_checkpoint(run, work / f"{run.shape}-core-save")
     conf = json.loads((step_dir / core.CONFIG_JSON).read_text())["model"]
     cfg = our_config(run, conf, data, work / f"{run.shape}-ours", step_dir.parent)
     steps = batches(cfg)
-    return ours(cfg), olmo_core(run, model, steps)
+    with contextlib.ExitStack() as stack:
+        if mismatch:
+            apply_mismatch(mismatch, cfg, stack)
+        mine = ours(cfg)
+    return mine, olmo_core(run, model, steps)
 
 
 def table(shape: str, a: list[float], b: list[float]) -> tuple[str, float]:
@@ -183,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--warmup", type=int, default=Run.warmup, help="LR warmup steps (fewer than --steps)")
     p.add_argument("--tolerance", type=float, default=TOLERANCE, help="max relative loss difference")
+    p.add_argument("--mismatch", choices=sorted(MISMATCHES),
+                   help="one deliberate difference on our side, to see the bench catch it: "
+                        + "; ".join(f"{k}: {v}" for k, v in MISMATCHES.items()))
     args = p.parse_args(argv)
     problem = ("--steps must be at least 1" if args.steps < 1 else
                "--warmup must be between 0 and --steps" if not 0 <= args.warmup <= args.steps else
@@ -200,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         data = prepare_data(Path(tmp) / "data")
         for shape in ("olmo2", "olmo3") if args.shape == "both" else (args.shape,):
-            a, b = compare(Run(shape=shape, steps=args.steps, warmup=args.warmup), Path(tmp), data)
+            a, b = compare(Run(shape=shape, steps=args.steps, warmup=args.warmup), Path(tmp), data,
+                           args.mismatch)
             text, w = table(shape, a, b)
             print(text, flush=True)
             worst = max(worst, w)

@@ -1,15 +1,15 @@
 """Ours against OLMo-core 3.0.0 on the same weights, batches and hyperparameters (bench/loss_curves.py).
 
 The slow test trains both for 10 steps from one OLMo-core-initialised checkpoint, with the warmup ending early so
-the LR decay is compared too, and asserts the loss curves agree; then it puts back the schedule this comparison
-found wrong (our decay counted 0-based steps, one step behind OLMo-core's) and asserts the bench catches it.
+the LR decay is compared too, and asserts the loss curves agree; then it puts back (bench --mismatch lr-shift) the
+schedule this comparison found wrong (our decay counted 0-based steps, one step behind OLMo-core's) and asserts
+the bench catches it.
 Skipped only when ai2-olmo-core (the `olmo-core` extra) is not installed.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import math
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -52,7 +52,7 @@ def test_bad_arguments_are_one_line(argv: list[str], capsys: pytest.CaptureFixtu
 
 
 @pytest.mark.slow
-def test_ten_steps_agree_with_olmo_core(tiny_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ten_steps_agree_with_olmo_core(tiny_data: Path, tmp_path: Path) -> None:
     pytest.importorskip("olmo_core", reason="ai2-olmo-core is not installed (pip install -e '.[olmo-core]')")
     bench = _bench()
     for shape in ("olmo2", "olmo3"):
@@ -62,14 +62,7 @@ def test_ten_steps_agree_with_olmo_core(tiny_data: Path, tmp_path: Path, monkeyp
         _, worst = bench.table(shape, ours, theirs)
         assert worst <= bench.TOLERANCE, (shape, ours, theirs)
 
-    def zero_based_decay(step: int, total: int, cfg: OptimConfig) -> float:  # the schedule before the fix
-        if step < cfg.warmup_steps:
-            return cfg.lr * (step + 1) / cfg.warmup_steps
-        final = cfg.lr * cfg.final_lr_ratio
-        progress = min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
-        return final + (cfg.lr - final) * 0.5 * (1 + math.cos(math.pi * progress))
-
-    monkeypatch.setattr("olmo.train.lr_at", zero_based_decay)
-    ours, theirs = bench.compare(bench.Run(shape="olmo2", steps=10, warmup=3), tmp_path / "shifted", tiny_data)
+    ours, theirs = bench.compare(bench.Run(shape="olmo2", steps=10, warmup=3), tmp_path / "shifted", tiny_data,
+                                 mismatch="lr-shift")
     assert ours[:4] == pytest.approx(theirs[:4], rel=1e-5)  # the warmup is the same ...
     assert bench.table("olmo2", ours, theirs)[1] > 10 * bench.TOLERANCE  # ... the decay is not, and it shows
