@@ -85,6 +85,11 @@ CASES: dict[str, tuple[dict[str, FactValue], set[str]]] = {
          "gpu.0.compute_capability": "9.0", "cpu.count": 72, "driver.version": "570.124.06",
          "os.kernel": "6.5.0-1019-nvidia-64k"},
         set()),
+    "torch2.4-h100-a100-mixed.txt": (  # two GPU models in one box: each keeps its own name and architecture
+        {"gpu.count": 4, "gpu.0.name": "NVIDIA H100 80GB HBM3", "gpu.0.compute_capability": "9.0",
+         "gpu.3.name": "NVIDIA A100-SXM4-80GB", "gpu.3.compute_capability": "8.0", "cudnn.version": "9.1.0",
+         "torch.nccl": "2.20.5", "cpu.count": 128, "driver.version": "550.90.07"},
+        {"gpu.4.name", "flash_attn.version"}),
     "torch-not-importable.txt": (  # collect_env prints N/A when torch does not import: stated, not unknown
         {"torch.version": None, "gpu.0.name": "NVIDIA L40S", "driver.version": "560.35.03", "nvcc.version": "12.6"},
         {"torch.cuda", "torch.cuda_available"}),

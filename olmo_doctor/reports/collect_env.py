@@ -200,6 +200,8 @@ def _gpus(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:
     names: list[str] = []
     for entry in [first, *rest]:
         entry = re.sub(r"\s*\(UUID:[^)]*\)", "", entry).strip()
+        # a markdown list keeps its bullets and bold on the GPU lines too ("- **GPU 1**: NVIDIA A100")
+        entry = re.sub(r"\*\*|__|`", "", re.sub(r"^[-*+•][ \t]+", "", entry)).strip()
         if m := re.match(r"GPU\s*\d+\s*(?::\s*|\s+)(.+)$", entry):
             names.append(m.group(1).strip())
         elif not names and _known(entry) and not re.match(r"MIG\b", entry):

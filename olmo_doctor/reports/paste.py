@@ -14,8 +14,11 @@ import re
 # Tags issue trackers and mail clients wrap pasted text in; anything else that looks like a tag (`<user>`) stays.
 _BLOCK_TAGS = re.compile(r"</?(?:details|summary|pre|code|p|div|blockquote|ul|ol|li|table|tbody|thead|tr|td|th|"
                          r"span|b|strong|em|i|tt|kbd|samp|font|h[1-6])\b[^<>]*>", re.I)
-_BREAK = re.compile(r"<br\s*/?>|</(?:p|div|li|tr|pre)>", re.I)
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# a <br> the writer followed by a newline is one line break, not a blank line between every field
+_BREAK = re.compile(r"<br\s*/?>[ \t]*(?:\r?\n)?|</(?:p|div|li|tr|pre)>", re.I)
+# CSI colour codes, OSC titles/hyperlinks (`ESC ] ... BEL`) and any other lone control a terminal copy keeps
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?"
+                   r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Characters that look like ASCII punctuation or spaces in CJK and rich-text pastes.
 _LOOKALIKE = str.maketrans({"：": ":", "＝": "=", "（": "(", "）": ")", "，": ",", "\u00a0": " ", "\u3000": " ",
                             "\u2009": " ", "\u202f": " ", "｜": "|", "＞": ">"})

@@ -1,0 +1,104 @@
+"""Reports as people really paste them, played against `check --from-report`: every wrapping must give the
+facts of the unwrapped report, a value that would be shell code must never run, and a rule that infers from
+torch's CUDA build must still fire when the report (like every collect_env) does not print torch's arch list."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from olmo_doctor.api import run_check
+from olmo_doctor.report import load_report
+from tests.helpers import FIXTURES, run_cli
+
+BASE = (FIXTURES / "reports" / "torch2.4-h100-a100-mixed.txt").read_text()
+WANT = {"torch.version": "2.4.1+cu124", "torch.cuda": "12.4", "gpu.count": 4, "gpu.1.name": "NVIDIA H100 80GB HBM3",
+        "gpu.2.name": "NVIDIA A100-SXM4-80GB", "gpu.2.compute_capability": "8.0", "driver.version": "550.90.07",
+        "python.version": "3.11.9", "glibc.version": "2.35", "cudnn.version": "9.1.0", "nvcc.version": "12.4"}
+
+
+def _bold_bullets(text: str) -> str:
+    # the issue-template habit: every "Label: value" line as a bold markdown bullet, GPU lines included
+    return "\n".join(f"- **{ln.split(':', 1)[0]}**:{ln.split(':', 1)[1]}" if re.match(r"[A-Z][^:\[/]*:", ln) else ln
+                     for ln in text.splitlines())
+
+
+def _html_br(text: str) -> str:
+    # forum / web-mail HTML: each line ends in <br> and a newline, angle brackets escaped
+    return "<p>" + "".join(html_line + "<br>\n" for html_line in text.replace(">", "&gt;").splitlines()) + "</p>"
+
+
+WRAPPINGS: dict[str, Callable[[str], bytes]] = {
+    "crlf": lambda t: t.replace("\n", "\r\n").encode(),
+    "utf16-bom-crlf": lambda t: t.replace("\n", "\r\n").encode("utf-16"),
+    "cp1252-smart-quotes-around": lambda t: ("Here\u2019s the \u201coutput\u201d:\r\n" + t + "Thanks \u2013 B")
+    .encode("cp1252"),
+    "fullwidth-colons": lambda t: ("环境信息如下：\n" + t.replace(": ", "：")).encode(),
+    "slack-inline-fence": lambda t: ("```" + t.rstrip("\n") + "```\n").encode(),
+    "email-quoted": lambda t: ("On Mon, Bob wrote:\n" + "".join("> " + ln + "\n" for ln in t.splitlines())).encode(),
+    "ansi-coloured-labels": lambda t: re.sub(r"^([^:\n]+):", "\x1b[1;32m\\1\x1b[0m:", t, flags=re.M).encode(),
+    "osc-title-and-bell": lambda t: ("\x1b]0;user@gpu01: ~\x07" + t.replace("GPU 0:", "\x1b]8;;\x07GPU 0:")).encode(),
+    "tab-after-colon": lambda t: t.replace(": ", ":\t").encode(),
+    "bold-bullets": lambda t: _bold_bullets(t).encode(),
+    "html-br-lines": lambda t: _html_br(t).encode(),
+    "details-in-issue": lambda t: f"### Versions\n<details>\n<summary>env</summary>\n\n```\n{t}```\n</details>\n"
+    .encode(),
+    "followed-by-traceback": lambda t: (t + "\nTraceback (most recent call last):\n  File \"x.py\", line 1\n"
+                                        "ImportError: flash_attn_2_cuda.so: undefined symbol: _ZN3c10\n").encode(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRAPPINGS))
+def test_wrapped_report_gives_the_facts(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "report.txt"
+    path.write_bytes(WRAPPINGS[name](BASE))
+    facts = load_report(path)
+    assert {k: facts.get(k) for k in WANT} == WANT
+
+
+# report text, the blocking rule it must raise, and the torch build (version, CUDA) that would serve the GPU
+ARCH_CASES = {
+    "rtx5090-cu121-windows": ("PyTorch version: 2.4.0+cu121\nCUDA used to build PyTorch: 12.1\n"
+                              "OS: Microsoft Windows 11 Home\nIs CUDA available: True\n"
+                              "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 5090\n"
+                              "Nvidia driver version: 572.16\n", "OD142", ("2.8.0+cu128", "12.8")),
+    "gb200-cu124-aarch64": ("PyTorch version: 2.5.1+cu124\nCUDA used to build PyTorch: 12.4\n"
+                            "OS: Ubuntu 24.04.1 LTS (aarch64)\nIs CUDA available: True\n"
+                            "GPU models and configuration:\nGPU 0: NVIDIA GB200\nGPU 1: NVIDIA GB200\n"
+                            "Nvidia driver version: 570.86.15\n", "OD142", ("2.8.0+cu128", "12.8")),
+    "v100-cu130": ("PyTorch version: 2.9.0+cu130\nCUDA used to build PyTorch: 13.0\nOS: Ubuntu 22.04.5 LTS (x86_64)\n"
+                   "Is CUDA available: True\nGPU models and configuration: GPU 0: Tesla V100-SXM2-32GB\n"
+                   "Nvidia driver version: 580.65.06\n", "OD141", ("2.9.0+cu126", "12.6")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARCH_CASES))
+def test_torch_build_without_the_gpus_arch_is_an_error_from_a_report(tmp_path: Path, name: str) -> None:
+    text, code, (good_torch, good_cuda) = ARCH_CASES[name]
+    path = tmp_path / "report.txt"
+    path.write_text(text)
+    assert code in [f.code for f in run_check(from_report=path).errors]
+    # the same report with a torch that carries the GPU's kernels stays quiet
+    path.write_text(re.sub(r"CUDA used to build PyTorch: \S+", f"CUDA used to build PyTorch: {good_cuda}",
+                           re.sub(r"PyTorch version: \S+", f"PyTorch version: {good_torch}", text)))
+    assert code not in [f.code for f in run_check(from_report=path).findings]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash to eval the printed environment")
+def test_report_values_never_run_as_shell(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    text = (BASE.replace("GPU 0: NVIDIA H100 80GB HBM3", f"GPU 0: NVIDIA H100; touch {marker} `touch {marker}`")
+            .replace("Nvidia driver version: 550.90.07", f"Nvidia driver version: 550.90.07 $(touch {marker})"))
+    path = tmp_path / "report.txt"
+    path.write_text(text)
+    checked = run_cli("check", "--from-report", str(path))
+    assert checked.returncode in (0, 1) and "Traceback" not in checked.stderr
+    env = run_cli("env", "--from-report", str(path))
+    assert env.returncode == 0
+    subprocess.run(["bash", "-c", 'eval "$1"', "_", env.stdout], check=True, cwd=tmp_path, timeout=30)
+    assert not marker.exists()
