@@ -102,3 +102,18 @@ def test_report_values_never_run_as_shell(tmp_path: Path) -> None:
     assert env.returncode == 0
     subprocess.run(["bash", "-c", 'eval "$1"', "_", env.stdout], check=True, cwd=tmp_path, timeout=30)
     assert not marker.exists()
+
+
+def test_cuda_unavailable_next_to_a_listed_gpu_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "report.txt"
+    text = ("PyTorch version: 2.3.0+cu121\nCUDA used to build PyTorch: 12.1\nOS: Ubuntu 22.04.4 LTS (x86_64)\n"
+            "Python version: 3.10.14\nIs CUDA available: False\nGPU models and configuration: GPU 0: NVIDIA GeForce "
+            "RTX 4090\nNvidia driver version: 535.171.04\n")
+    path.write_text(text)
+    assert [f.code for f in run_check(from_report=path).errors] == ["OD005"]
+    path.write_text(text.replace("available: False", "available: True"))
+    assert not run_check(from_report=path).findings
+    # a driver too old for the wheel explains it: one root cause, OD005 shown beneath it, not beside it
+    path.write_text(text.replace("535.171.04", "470.239.06"))
+    nested = {f.code: f.root for f in run_check(from_report=path).findings}
+    assert nested["OD005"] == "OD105" and nested["OD105"] is None
