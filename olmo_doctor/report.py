@@ -158,6 +158,10 @@ def load_report(path: str | Path) -> Facts:
         sanity.check(facts)
     except UsageError as e:  # name the file: the message itself names the value
         raise UsageError(f"report {p}: {e}") from None
+    several = max((collect_env.report_count(text) for _, text in texts if collect_env.looks_like(text)), default=1)
+    if several > 1:  # a note, not a refusal: the first machine is still judged
+        print(f"olmo-doctor: {p} holds {several} collect_env reports; judging the first only "
+              "(give each machine's report on its own)", file=sys.stderr)
     if sum(v is not None for k, v in facts.items() if k != "gpu.source") < 2:
         raise UsageError(f"{p} is not a report olmo-doctor can read; {_HINT}")
     return clean(_finish(facts))

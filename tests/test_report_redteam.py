@@ -117,3 +117,34 @@ def test_cuda_unavailable_next_to_a_listed_gpu_is_an_error(tmp_path: Path) -> No
     path.write_text(text.replace("535.171.04", "470.239.06"))
     nested = {f.code: f.root for f in run_check(from_report=path).findings}
     assert nested["OD005"] == "OD105" and nested["OD105"] is None
+
+
+def test_two_reports_pasted_back_to_back_are_not_mixed(tmp_path: Path) -> None:
+    path = tmp_path / "two.txt"
+    node_a = ("node A:\nPyTorch version: 2.4.0+cu121\nCUDA used to build PyTorch: 12.1\n"
+              "OS: Ubuntu 22.04.4 LTS (x86_64)\nIs CUDA available: True\n"
+              "GPU models and configuration: GPU 0: NVIDIA A100-SXM4-80GB\n\n")
+    node_b = node_a.replace("node A", "node B").replace("OS:", "Python version: 3.8.10\nOS:") + \
+        "Nvidia driver version: 418.67\n"
+    path.write_text(node_a + node_b)
+    facts = load_report(path)
+    # node B's Python and driver are not node A's: they stay unknown instead of judging a machine that is neither
+    assert "python.version" not in facts and "driver.version" not in facts and facts["gpu.count"] == 1
+    res = run_cli("check", "--from-report", str(path))
+    assert res.returncode == 0 and "holds 2 collect_env reports" in res.stderr
+    # one report alone gives no such note
+    path.write_text(node_b)
+    assert "holds" not in run_cli("check", "--from-report", str(path)).stderr
+
+
+@pytest.mark.parametrize(("line", "cuda"), [
+    ("[conda] pytorch                   2.1.0           py3.10_cuda11.8_cudnn8.7.0_0    pytorch", "11.8"),
+    ("[conda] pytorch                   1.0.0           py3.6_cuda9.0.176_cudnn7.4.1_1    pytorch", "9.0"),
+    ("[conda] pytorch                   2.4.1           cuda120_py311h7b4f2e3_300    conda-forge", "12.0"),
+    ("[conda] pytorch                   2.1.0           py3.10_cpu_0    pytorch", None),
+])
+def test_conda_build_string_names_torchs_cuda(tmp_path: Path, line: str, cuda: str | None) -> None:
+    path = tmp_path / "libs.txt"
+    path.write_text(f"Versions of relevant libraries:\n[pip3] numpy==1.26.0\n{line}\n")
+    facts = load_report(path)
+    assert "torch.cuda" in facts and facts["torch.cuda"] == cuda

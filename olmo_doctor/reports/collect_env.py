@@ -90,6 +90,32 @@ def fields(lines: list[str]) -> dict[str, tuple[str, list[str]]]:
     return out
 
 
+def first_report(lines: list[str]) -> list[str]:
+    """The lines of the first report when several were pasted back to back (one per node, before and after an
+    upgrade): mixing them would judge a machine that does not exist. A second one starts at a second
+    "PyTorch version" label or "Collecting environment information" line after the first report's fields."""
+    seen_torch = seen_other = False
+    for i, line in enumerate(lines):
+        hit = _label(line)
+        starts = (hit is not None and hit[0] == "torch") or line.strip().lower().startswith("collecting environment")
+        if starts and seen_torch and seen_other:
+            return lines[:i]
+        if hit is not None:
+            seen_torch = seen_torch or hit[0] == "torch"
+            seen_other = seen_other or hit[0] != "torch"
+    return lines
+
+
+def report_count(text: str) -> int:
+    """How many collect_env reports a paste holds (see first_report)."""
+    lines, count = paste.unwrap(text), 0
+    while lines and count < 64:
+        first = first_report(lines)
+        count += 1
+        lines = lines[len(first):]
+    return count
+
+
 def looks_like(text: str) -> bool:
     lines = paste.unwrap(text)
     found = set(fields(lines))
@@ -124,7 +150,7 @@ def _major_minor(value: str | None) -> str | None:
 
 
 def parse(text: str) -> Facts:
-    lines = paste.unwrap(text)
+    lines = first_report(paste.unwrap(text))
     found = fields(lines)
     f: Facts = {}
 
