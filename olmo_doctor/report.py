@@ -137,6 +137,26 @@ def _set_known(facts: Facts, key: str, value: FactValue) -> None:
         facts[key] = value
 
 
+def facts_in_log(path: Path, limit: int = 1 << 20) -> Facts:
+    """Facts of a collect_env report pasted inside a failure log (a GitHub issue's "Versions" section next to its
+    traceback); {} when the log holds none, is larger than `limit`, or states something impossible."""
+    try:
+        if not path.is_file() or path.stat().st_size > limit:
+            return {}
+        with open(path, "rb") as fh:
+            text = _decode(fh.read(limit))
+    except OSError:
+        return {}
+    if not collect_env.looks_like(text):
+        return {}
+    facts = collect_env.parse(text)
+    try:
+        sanity.check(facts)
+    except UsageError:
+        return {}  # a mangled report must not steer the ranking
+    return clean(_finish(facts)) if sum(v is not None for v in facts.values()) >= 2 else {}
+
+
 def load_report(path: str | Path) -> Facts:
     """Facts of the machine a report describes; UsageError (exit 2) when it is not a report."""
     p = Path(path)
