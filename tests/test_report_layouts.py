@@ -29,10 +29,10 @@ CASES: dict[str, tuple[dict[str, FactValue], set[str]]] = {
          "gcc.version": "4.8.5", "nvcc.version": "9.2", "driver.version": "396.44", "cudnn.version": "7.2.1",
          "os.name": "CentOS Linux 7 (Core)", "os.conda_env": "conda"},
         {"gpu.4.name", "cpu.count", "flash_attn.version"}),
-    "torch1.3-macos-cpu.txt": (
+    "torch1.3-macos-cpu.txt": (  # a Mac has no NVIDIA GPU CUDA can use: that much the OS line states
         {"torch.version": "1.3.1", "torch.cuda": None, "torch.cuda_available": False, "os.name": "Mac OSX 10.14.6",
-         "python.version": "3.7"},
-        {"gpu.count", "driver.version", "nvcc.version", "cudnn.version", "gcc.version"}),
+         "python.version": "3.7", "gpu.count": 0},
+        {"driver.version", "nvcc.version", "cudnn.version", "gcc.version"}),
     "torch1.7-rocm-line.txt": (
         {"torch.version": "1.7.0", "torch.cuda": "10.2", "python.version": "3.8", "os.arch": "x86_64",
          "nvcc.full_version": "10.2.89", "driver.version": "450.80.02", "gpu.0.name": "GeForce RTX 2080 Ti",
@@ -71,8 +71,8 @@ CASES: dict[str, tuple[dict[str, FactValue], set[str]]] = {
         {"torch.nccl"}),
     "torch2.5-macos-arm64.txt": (
         {"torch.version": "2.5.1", "torch.cuda": None, "os.name": "macOS 14.5", "os.arch": "arm64",
-         "python.version": "3.12.4"},
-        {"gpu.count", "cpu.count", "glibc.version", "gcc.version"}),
+         "python.version": "3.12.4", "gpu.count": 0},
+        {"cpu.count", "glibc.version", "gcc.version"}),
     "torch2.5-rocm.txt": (  # an AMD GPU: the NVIDIA GPU facts stay unknown, torch is not a CUDA build
         {"torch.version": "2.5.1+rocm6.2", "torch.cuda": None, "python.version": "3.10.12"},
         {"gpu.count", "gpu.0.name", "driver.version", "nvcc.version"}),

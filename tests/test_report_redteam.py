@@ -148,3 +148,25 @@ def test_conda_build_string_names_torchs_cuda(tmp_path: Path, line: str, cuda: s
     path.write_text(f"Versions of relevant libraries:\n[pip3] numpy==1.26.0\n{line}\n")
     facts = load_report(path)
     assert "torch.cuda" in facts and facts["torch.cuda"] == cuda
+
+
+def test_rocm_torch_is_not_called_a_cpu_build(tmp_path: Path) -> None:
+    path = tmp_path / "rocm.txt"
+    path.write_text("PyTorch version: 2.3.0+rocm6.0\nCUDA used to build PyTorch: N/A\nROCM used to build PyTorch: "
+                    "6.0.32830-d62f6a171\nOS: Ubuntu 22.04.4 LTS (x86_64)\nIs CUDA available: True\n"
+                    "GPU models and configuration: AMD Instinct MI250X/MI250 (gfx90a:sramecc+:xnack-)\n")
+    out = " ".join(run_cli("check", "--from-report", str(path)).stdout.split())
+    assert "ROCm build" in out and "CPU build" not in out
+
+
+def test_a_mac_has_no_nvidia_gpu(tmp_path: Path) -> None:
+    path = tmp_path / "mac.txt"
+    text = ("PyTorch version: 2.2.2\nCUDA used to build PyTorch: None\nOS: macOS 14.4.1 (arm64)\n"
+            "Python version: 3.11.8\nPython platform: macOS-14.4.1-arm64-arm-64bit\nIs CUDA available: False\n"
+            "GPU models and configuration: No CUDA\n")
+    path.write_text(text)
+    assert load_report(path)["gpu.count"] == 0
+    # on Linux the same "No CUDA" only says torch could not ask: the GPU count stays unknown
+    path.write_text(text.replace("macOS 14.4.1 (arm64)", "Ubuntu 22.04.4 LTS (x86_64)")
+                    .replace("macOS-14.4.1-arm64-arm-64bit", "Linux-6.5.0-x86_64-with-glibc2.35"))
+    assert "gpu.count" not in load_report(path)

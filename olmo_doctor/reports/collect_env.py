@@ -185,6 +185,9 @@ def parse(text: str) -> Facts:
         f["driver.version"] = drv
     _smi_header(lines, f)
     _gpus(found, f)
+    system = f"{value('os') or ''} {value('platform') or ''}".strip()
+    if "gpu.count" not in f and re.match(r"(?:macOS|Mac OS ?X|Darwin)\b", system, re.I):
+        f["gpu.count"] = 0  # CUDA left macOS with 10.2: a Mac has no NVIDIA GPU that torch or a kernel build can use
     _cudnn(found, f)
     _cpus(lines, f)
     packages.read(lines, f)
