@@ -19,7 +19,7 @@ from olmo_doctor import tables
 from olmo_doctor.errors import UsageError
 from olmo_doctor.facts import Facts, FactValue, clean, merge
 from olmo_doctor.redact import redact
-from olmo_doctor.reports import capture, collect_env, paste, sanity
+from olmo_doctor.reports import capture, collect_env, encoding, paste, sanity
 
 __all__ = ["REPORT_MARK", "load_report", "parse_text", "redact"]
 
@@ -52,12 +52,7 @@ def _read_text(path: Path) -> str:
 
 
 def _decode(data: bytes) -> str:
-    """UTF-8, or the UTF-16 that Windows PowerShell writes for `python -m torch.utils.collect_env > env.txt`."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16", errors="replace")
-    if len(data) >= 16 and data[1::2].count(0) > 0.9 * (len(data) // 2) and data[0::2].count(0) < len(data) // 20:
-        return data.decode("utf-16-le", errors="replace")  # UTF-16 without its byte-order mark
-    return data.decode("utf-8", errors="replace")
+    return encoding.decode(data)
 
 
 def _json_facts(data: object) -> Facts:
