@@ -69,3 +69,14 @@ def test_facts_of_a_report_inside_a_log(tmp_path: Path) -> None:
     log.write_text(WSL2_REPORT.replace("GPU 1: NVIDIA GeForce RTX 3090", "") + "CPU(s): -3\n" + NCCL)
     assert facts_in_log(log) == {}
     assert _diagnose(tmp_path, log.read_bytes())[1][0] == "nccl_failure"
+
+
+@pytest.mark.parametrize(("line", "cause"), [
+    ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 63.98 GiB",
+     "out_of_memory_training"),
+    ("RuntimeError: MPS backend out of memory (MPS allocated: 17.53 GB, other allocations: 1.20 GB)",
+     "out_of_memory_training"),
+    ("      error: invalid command 'bdist_wheel'", "setuptools_pip"),
+])
+def test_more_wordings_of_known_causes(tmp_path: Path, line: str, cause: str) -> None:
+    assert _diagnose(tmp_path, (line + "\n").encode())[1][:1] == [cause]
