@@ -105,7 +105,10 @@ def _finish(facts: Facts) -> Facts:
     count = facts.get("gpu.count")
     for i in range(count if isinstance(count, int) and 0 < count <= 256 else 0):
         if not facts.get(f"gpu.{i}.compute_capability"):
-            _set_known(facts, f"gpu.{i}.compute_capability", tables.gpu_name_to_cc(facts.get(f"gpu.{i}.name")))
+            name = facts.get(f"gpu.{i}.name")
+            cc = tables.gpu_name_to_cc(name) or (tables.gpu_name_to_cc(collect_env.expand_shorthand(name))
+                                                 if isinstance(name, str) else None)
+            _set_known(facts, f"gpu.{i}.compute_capability", cc)
     drv = tables.parse_version(facts.get("driver.version"))
     if drv is not None and not facts.get("driver.cuda_version"):
         # the newest CUDA whose GA driver floor this driver meets is what nvidia-smi would print

@@ -170,3 +170,22 @@ def test_a_mac_has_no_nvidia_gpu(tmp_path: Path) -> None:
     path.write_text(text.replace("macOS 14.4.1 (arm64)", "Ubuntu 22.04.4 LTS (x86_64)")
                     .replace("macOS-14.4.1-arm64-arm-64bit", "Linux-6.5.0-x86_64-with-glibc2.35"))
     assert "gpu.count" not in load_report(path)
+
+
+# the issue template's free-text GPU line: (value, GPU count, compute capability of GPU 0)
+TEMPLATE_GPUS = [
+    ("3090 x 2", 2, "8.6"), ("2 x 3090", 2, "8.6"), ("RTX3090", 1, "8.6"), ("2080ti", 1, "7.5"),
+    ("GTX1080Ti x 4", 4, "6.1"), ("A6000", 1, "8.6"), ("RTX4090 24GB", 1, "8.9"), ("1660 super", 1, "7.5"),
+    ("A100*8", 8, "8.0"), ("8x A100 80GB", 8, "8.0"), ("A10", 1, "8.6"), ("4090", 1, "8.9"),
+]
+
+
+@pytest.mark.parametrize(("value", "count", "cc"), TEMPLATE_GPUS)
+def test_template_gpu_shorthand(tmp_path: Path, value: str, count: int, cc: str) -> None:
+    path = tmp_path / "template.txt"
+    path.write_text("## Environment\n - PyTorch Version (e.g., 1.0): 2.6.0\n - OS (e.g., Linux): Ubuntu 22.04\n"
+                    f" - GPU models and configuration: {value}\n")
+    facts = load_report(path)
+    assert (facts["gpu.count"], facts["gpu.0.compute_capability"]) == (count, cc)
+    name = str(facts["gpu.0.name"])  # kept as written, without the count
+    assert name in value and not re.search(r"(?:^|\s)[x*]\s|[x*]\s*\d+$|^\d+\s*[x*]", name)

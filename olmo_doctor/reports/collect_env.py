@@ -236,15 +236,17 @@ def _gpus(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:
         elif not names and _known(entry) and not re.match(r"MIG\b", entry):
             # one device name (macOS, ROCm, or the issue template's "2x RTX 3090" / "A100 x 8")
             # the "x" of a count stands apart from the name ("RTX 4090" is one GPU, not "RT" x 4090)
-            m = (re.match(r"(\d{1,3})\s*(?:x|×|\*)\s+(.+)$|(\d{1,3})(?:x|×|\*)(\D.*)$", entry, re.I)
-                 or re.match(r"(.+?)\s+(?:x|×|\*)\s*(\d{1,3})$|(.+?)\s*(?:×|\*)\s*(\d{1,3})$", entry, re.I))
-            parts = [g for g in (m.groups() if m else ()) if g is not None]
-            if len(parts) == 2 and parts[0].isdigit():
-                names += [parts[1].strip()] * int(parts[0])
-            elif len(parts) == 2 and parts[1].isdigit():
-                names += [parts[0].strip()] * int(parts[1])
+            # which side holds the count follows from which form matched, not from which part is digits
+            # ("3090 x 2" is two RTX 3090s, not 3090 GPUs named "2")
+            lead = re.match(r"(\d{1,3})\s*(?:x|×|\*)\s+(.+)$|(\d{1,3})(?:x|×|\*)(\D.*)$", entry, re.I)
+            tail = re.match(r"(.+?)\s+(?:x|×|\*)\s*(\d{1,3})$|(.+?)\s*(?:×|\*)\s*(\d{1,3})$", entry, re.I)
+            if lead:
+                count, name = [g for g in lead.groups() if g is not None]
+            elif tail:
+                name, count = [g for g in tail.groups() if g is not None]
             else:
-                names.append(entry)
+                count, name = "1", entry
+            names += [name.strip()] * int(count)
             break
     names = [re.sub(r"\s+", " ", n) for n in names]
     if not names or any(_NON_NVIDIA.search(n) for n in names):
@@ -252,6 +254,16 @@ def _gpus(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:
     f["gpu.count"] = len(names)
     for i, name in enumerate(names):
         f[f"gpu.{i}.name"] = name
+
+
+def expand_shorthand(name: str) -> str:
+    """A GPU name as people type it in an issue ("RTX3090", "2080ti", "A6000") spelled as NVIDIA names it, for the
+    compute-capability lookup only; the name itself is kept as written."""
+    name = re.sub(r"\b(RTX|GTX|GTS|GT|MX)(?=\d)", r"\1 ", name.strip(), flags=re.I)
+    if m := re.match(r"(\d{2})(\d0)(?=\s*(?:ti|super)?\b)", name, re.I):
+        series = "GTX" if m.group(1) in ("10", "16") else "RTX" if m.group(1) in ("20", "30", "40", "50") else ""
+        name = f"{series} {name}".strip()
+    return re.sub(r"^(A[2-6]000)\b", r"RTX \1", name, flags=re.I)
 
 
 def _cudnn(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:
