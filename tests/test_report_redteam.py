@@ -35,6 +35,12 @@ def _html_br(text: str) -> str:
 
 WRAPPINGS: dict[str, Callable[[str], bytes]] = {
     "crlf": lambda t: t.replace("\n", "\r\n").encode(),
+    "cr-cr-lf-windows-twice-translated": lambda t: t.replace("\n", "\r\r\n").encode(),
+    "cr-only-classic-mac": lambda t: t.replace("\n", "\r").encode(),
+    "double-spaced-web-copy": lambda t: t.replace("\n", "\n\n").encode(),
+    "shell-prompt-and-runpy-warning": lambda t: ("(olmo) $ python -m torch.utils.collect_env\n<frozen runpy>:128: "
+                                                 "RuntimeWarning: 'torch.utils.collect_env' found in sys.modules\n"
+                                                 + t).encode(),
     "utf16-bom-crlf": lambda t: t.replace("\n", "\r\n").encode("utf-16"),
     "cp1252-smart-quotes-around": lambda t: ("Here\u2019s the \u201coutput\u201d:\r\n" + t + "Thanks \u2013 B")
     .encode("cp1252"),

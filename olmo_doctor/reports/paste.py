@@ -81,13 +81,28 @@ def _unhtml(text: str) -> str:
     return _BLOCK_TAGS.sub("", _BREAK.sub("\n", text))  # a report escaped twice shows its tags only now
 
 
+def _single_spaced(lines: list[str]) -> list[str]:
+    """Undo double spacing (a blank line after every line, as some web pages and editors copy): a lone blank line
+    goes, a longer run of them was a real break and stays as one."""
+    body = [i for i, ln in enumerate(lines) if ln.strip()]
+    adjacent = sum(1 for i in body if i + 1 < len(lines) and lines[i + 1].strip())
+    if len(body) < 4 or adjacent > 0.05 * len(body):
+        return lines
+    out: list[str] = []
+    for is_blank, run in itertools.groupby(lines, key=lambda ln: not ln.strip()):
+        group = list(run)
+        out += ([""] if len(group) > 1 else []) if is_blank else group
+    return out
+
+
 def unwrap(text: str) -> list[str]:
     """The report's own lines, with every layer of paste wrapping removed."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    # \r\r\n is what a Windows console's output looks like after a second newline translation
+    text = re.sub(r"\r+\n", "\n", text).replace("\r", "\n")
     text = _INVISIBLE.sub("", _ANSI.sub("", text)).translate(_LOOKALIKE)
     text = _unhtml(text)
     lines = [ln.expandtabs(4).rstrip() for ln in text.split("\n")]
-    lines = _strip_layers(lines)
+    lines = _single_spaced(_strip_layers(lines))
     return [ln for ln in lines if not _FENCE.match(ln)]
 
 
