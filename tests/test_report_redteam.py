@@ -172,9 +172,15 @@ def test_a_mac_has_no_nvidia_gpu(tmp_path: Path) -> None:
             "GPU models and configuration: No CUDA\n")
     path.write_text(text)
     assert load_report(path)["gpu.count"] == 0
-    # on Linux the same "No CUDA" only says torch could not ask: the GPU count stays unknown
-    path.write_text(text.replace("macOS 14.4.1 (arm64)", "Ubuntu 22.04.4 LTS (x86_64)")
-                    .replace("macOS-14.4.1-arm64-arm-64bit", "Linux-6.5.0-x86_64-with-glibc2.35"))
+    # on Linux a bare "No CUDA" GPU line (no driver line saying the same) does not state the count
+    linux = (text.replace("macOS 14.4.1 (arm64)", "Ubuntu 22.04.4 LTS (x86_64)")
+             .replace("macOS-14.4.1-arm64-arm-64bit", "Linux-6.5.0-x86_64-with-glibc2.35"))
+    path.write_text(linux)
+    assert "gpu.count" not in load_report(path)
+    # collect_env writes "No CUDA" into the GPU and driver lines only when nvidia-smi found no GPU: none there
+    path.write_text(linux + "Nvidia driver version: No CUDA\n")
+    assert load_report(path)["gpu.count"] == 0
+    path.write_text(linux.replace("available: False", "available: True") + "Nvidia driver version: No CUDA\n")
     assert "gpu.count" not in load_report(path)
 
 

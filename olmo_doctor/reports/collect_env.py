@@ -185,6 +185,11 @@ def parse(text: str) -> Facts:
         f["driver.version"] = drv
     _smi_header(lines, f)
     _gpus(found, f)
+    raw = {k: found[k][0].strip().lower() for k in ("gpus", "driver") if k in found}
+    no_cuda = raw == {"gpus": "no cuda", "driver": "no cuda"} and f.get("torch.cuda_available") is False
+    if "gpu.count" not in f and no_cuda:
+        # collect_env prints "No CUDA" only when `nvidia-smi -L` found nothing and torch sees no GPU either
+        f["gpu.count"] = 0
     system = f"{value('os') or ''} {value('platform') or ''}".strip()
     if "gpu.count" not in f and re.match(r"(?:macOS|Mac OS ?X|Darwin)\b", system, re.I):
         f["gpu.count"] = 0  # CUDA left macOS with 10.2: a Mac has no NVIDIA GPU that torch or a kernel build can use
