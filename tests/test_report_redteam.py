@@ -201,3 +201,24 @@ def test_template_gpu_shorthand(tmp_path: Path, value: str, count: int, cc: str)
     assert (facts["gpu.count"], facts["gpu.0.compute_capability"]) == (count, cc)
     name = str(facts["gpu.0.name"])  # kept as written, without the count
     assert name in value and not re.search(r"(?:^|\s)[x*]\s|[x*]\s*\d+$|^\d+\s*[x*]", name)
+
+
+# hand-written environments as issues carry them: (text, facts it must give)
+HAND_WRITTEN = [
+    ("**Environment**\n- PyTorch: 2.4.0+cu121\n- CUDA: 12.1\n- GPU: A100\n",
+     {"torch.version": "2.4.0+cu121", "torch.cuda": "12.1", "gpu.count": 1, "gpu.0.compute_capability": "8.0"}),
+    ("torch: 2.4.0\ncuda: 12.1\npython: 3.10\n", {"torch.version": "2.4.0", "python.version": "3.10"}),
+    (" - PyTorch Version (e.g., 1.0): 2.1\n - OS (e.g., Linux): Linux\n", {"torch.version": "2.1", "os.name": "Linux"}),
+    ("Torch version: 2.5.1\nGPUs: 2x RTX 4090\nDriver: 550.54.15\n",
+     {"torch.version": "2.5.1", "gpu.count": 2, "gpu.1.compute_capability": "8.9", "driver.version": "550.54.15"}),
+]
+
+
+@pytest.mark.parametrize(("text", "want"), HAND_WRITTEN)
+def test_hand_written_environment_is_read(tmp_path: Path, text: str, want: dict[str, object]) -> None:
+    path = tmp_path / "env.md"
+    path.write_text(text)
+    facts = load_report(path)
+    assert {k: facts.get(k) for k in want} == want
+    # "CUDA: 12.1" does not say whose CUDA it is (torch's, the toolkit's, the driver's): it is not read as nvcc
+    assert "nvcc.version" not in facts

@@ -16,7 +16,9 @@ from olmo_doctor.reports import packages, paste
 
 # field -> every label spelling it had (lower case). Template labels carry a "(e.g., 1.0)" hint, ignored below.
 LABELS: dict[str, tuple[str, ...]] = {
-    "torch": ("pytorch version", "torch version"),
+    # the one-word forms ("PyTorch: 2.4.0", "GPU: A100") are how people write an environment by hand; a one-word
+    # label counts only with its colon (see _label)
+    "torch": ("pytorch version", "torch version", "pytorch", "torch"),
     "debug": ("is debug build",),
     "cuda_build": ("cuda used to build pytorch",),
     "rocm_build": ("rocm used to build pytorch",),
@@ -25,13 +27,13 @@ LABELS: dict[str, tuple[str, ...]] = {
     "clang": ("clang version",),
     "cmake": ("cmake version",),
     "libc": ("libc version",),
-    "python": ("python version",),
+    "python": ("python version", "python"),
     "platform": ("python platform",),
     "cuda_available": ("is cuda available",),
     "cuda_runtime": ("cuda runtime version",),
     "module_loading": ("cuda_module_loading set to",),
-    "gpus": ("gpu models and configuration",),
-    "driver": ("nvidia driver version",),
+    "gpus": ("gpu models and configuration", "gpu", "gpus", "gpu model", "gpu models"),
+    "driver": ("nvidia driver version", "driver version", "nvidia driver", "driver"),
     "cudnn": ("cudnn version",),
     "xpu": ("is xpu available",),
     "hip": ("hip runtime version",),
@@ -40,7 +42,7 @@ LABELS: dict[str, tuple[str, ...]] = {
     "allocator": ("caching allocator config",),
     "cpu": ("cpu",),
     "libraries": ("versions of relevant libraries",),
-    "template_cuda": ("cuda/cudnn version",),
+    "template_cuda": ("cuda/cudnn version", "cuda", "cuda version"),  # which CUDA is meant is unclear: read as none
     "template_install": ("how you installed pytorch", "build command you used", "any other relevant information"),
 }
 _FIELD_OF = {label: field for field, labels in LABELS.items() for label in labels}
@@ -119,7 +121,7 @@ def report_count(text: str) -> int:
 def looks_like(text: str) -> bool:
     lines = paste.unwrap(text)
     found = set(fields(lines))
-    if len(found - {"cpu", "libraries", "template_install", "os"}) >= 2:
+    if len(found - {"cpu", "libraries", "template_install", "os"}) >= 2 or {"torch", "os"} <= set(found):
         return True
     # only the "Versions of relevant libraries" part was pasted: its tagged package lines name torch
     pkgs = packages.listed(lines)
