@@ -209,6 +209,8 @@ HAND_WRITTEN = [
      {"torch.version": "2.4.0+cu121", "torch.cuda": "12.1", "gpu.count": 1, "gpu.0.compute_capability": "8.0"}),
     ("torch: 2.4.0\ncuda: 12.1\npython: 3.10\n", {"torch.version": "2.4.0", "python.version": "3.10"}),
     (" - PyTorch Version (e.g., 1.0): 2.1\n - OS (e.g., Linux): Linux\n", {"torch.version": "2.1", "os.name": "Linux"}),
+    ("Torch Version: 2.5.1 | CUDA: 12.4 | GPU: RTX 4090 | Python: 3.11\n",
+     {"torch.version": "2.5.1", "gpu.count": 1, "gpu.0.compute_capability": "8.9", "python.version": "3.11"}),
     ("Torch version: 2.5.1\nGPUs: 2x RTX 4090\nDriver: 550.54.15\n",
      {"torch.version": "2.5.1", "gpu.count": 2, "gpu.1.compute_capability": "8.9", "driver.version": "550.54.15"}),
 ]

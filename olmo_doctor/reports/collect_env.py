@@ -73,11 +73,17 @@ def _clean(value: str) -> str:
     return value.strip().strip("`*|").strip()
 
 
+def _one_line_list(line: str) -> list[str]:
+    """'Torch: 2.5.1 | CUDA: 12.4 | GPU: RTX 4090' written on one line: each piece that is a labelled field alone."""
+    pieces = re.split(r"\s+[|;]\s+", line) if " | " in line or " ; " in line else [line]
+    return pieces if len(pieces) > 1 and all(_label(p) for p in pieces) else [line]
+
+
 def fields(lines: list[str]) -> dict[str, tuple[str, list[str]]]:
     """field -> (value on the label's line, the lines that continue it), first occurrence of each label."""
     out: dict[str, tuple[str, list[str]]] = {}
     current: list[str] | None = None
-    for line in lines:
+    for line in (piece for ln in lines for piece in _one_line_list(ln)):
         hit = _label(line)
         if hit:
             field, value = hit
