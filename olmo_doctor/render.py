@@ -48,7 +48,7 @@ def area_lines(facts: Mapping[str, FactValue]) -> dict[str, str]:
     torch = "?" if is_unknown(f, "torch.version") else "not installed"
     if f.get("torch.version"):
         cuda_bit = "CUDA ?" if is_unknown(f, "torch.cuda") else f"CUDA {f['torch.cuda']}" if f.get("torch.cuda") \
-            else "CPU build"
+            else "ROCm build" if "rocm" in str(f["torch.version"]).lower() else "CPU build"
         bits = [cuda_bit]
         if f.get("torch.cudnn"):
             bits.append(f"cuDNN {f['torch.cudnn']}")

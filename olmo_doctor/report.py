@@ -19,7 +19,7 @@ from olmo_doctor import tables
 from olmo_doctor.errors import UsageError
 from olmo_doctor.facts import Facts, FactValue, clean, merge
 from olmo_doctor.redact import redact
-from olmo_doctor.reports import capture, collect_env, paste, sanity
+from olmo_doctor.reports import capture, collect_env, encoding, paste, sanity
 
 __all__ = ["REPORT_MARK", "load_report", "parse_text", "redact"]
 
@@ -52,12 +52,7 @@ def _read_text(path: Path) -> str:
 
 
 def _decode(data: bytes) -> str:
-    """UTF-8, or the UTF-16 that Windows PowerShell writes for `python -m torch.utils.collect_env > env.txt`."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16", errors="replace")
-    if len(data) >= 16 and data[1::2].count(0) > 0.9 * (len(data) // 2) and data[0::2].count(0) < len(data) // 20:
-        return data.decode("utf-16-le", errors="replace")  # UTF-16 without its byte-order mark
-    return data.decode("utf-8", errors="replace")
+    return encoding.decode(data)
 
 
 def _json_facts(data: object) -> Facts:
@@ -110,7 +105,10 @@ def _finish(facts: Facts) -> Facts:
     count = facts.get("gpu.count")
     for i in range(count if isinstance(count, int) and 0 < count <= 256 else 0):
         if not facts.get(f"gpu.{i}.compute_capability"):
-            _set_known(facts, f"gpu.{i}.compute_capability", tables.gpu_name_to_cc(facts.get(f"gpu.{i}.name")))
+            name = facts.get(f"gpu.{i}.name")
+            cc = tables.gpu_name_to_cc(name) or (tables.gpu_name_to_cc(collect_env.expand_shorthand(name))
+                                                 if isinstance(name, str) else None)
+            _set_known(facts, f"gpu.{i}.compute_capability", cc)
     drv = tables.parse_version(facts.get("driver.version"))
     if drv is not None and not facts.get("driver.cuda_version"):
         # the newest CUDA whose GA driver floor this driver meets is what nvidia-smi would print
@@ -137,6 +135,26 @@ def _set_known(facts: Facts, key: str, value: FactValue) -> None:
         facts[key] = value
 
 
+def facts_in_log(path: Path, limit: int = 1 << 20) -> Facts:
+    """Facts of a collect_env report pasted inside a failure log (a GitHub issue's "Versions" section next to its
+    traceback); {} when the log holds none, is larger than `limit`, or states something impossible."""
+    try:
+        if not path.is_file() or path.stat().st_size > limit:
+            return {}
+        with open(path, "rb") as fh:
+            text = _decode(fh.read(limit))
+    except OSError:
+        return {}
+    if not collect_env.looks_like(text):
+        return {}
+    facts = collect_env.parse(text)
+    try:
+        sanity.check(facts)
+    except UsageError:
+        return {}  # a mangled report must not steer the ranking
+    return clean(_finish(facts)) if sum(v is not None for v in facts.values()) >= 2 else {}
+
+
 def load_report(path: str | Path) -> Facts:
     """Facts of the machine a report describes; UsageError (exit 2) when it is not a report."""
     p = Path(path)
@@ -158,6 +176,10 @@ def load_report(path: str | Path) -> Facts:
         sanity.check(facts)
     except UsageError as e:  # name the file: the message itself names the value
         raise UsageError(f"report {p}: {e}") from None
+    several = max((collect_env.report_count(text) for _, text in texts if collect_env.looks_like(text)), default=1)
+    if several > 1:  # a note, not a refusal: the first machine is still judged
+        print(f"olmo-doctor: {p} holds {several} collect_env reports; judging the first only "
+              "(give each machine's report on its own)", file=sys.stderr)
     if sum(v is not None for k, v in facts.items() if k != "gpu.source") < 2:
         raise UsageError(f"{p} is not a report olmo-doctor can read; {_HINT}")
     return clean(_finish(facts))

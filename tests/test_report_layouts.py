@@ -29,10 +29,10 @@ CASES: dict[str, tuple[dict[str, FactValue], set[str]]] = {
          "gcc.version": "4.8.5", "nvcc.version": "9.2", "driver.version": "396.44", "cudnn.version": "7.2.1",
          "os.name": "CentOS Linux 7 (Core)", "os.conda_env": "conda"},
         {"gpu.4.name", "cpu.count", "flash_attn.version"}),
-    "torch1.3-macos-cpu.txt": (
+    "torch1.3-macos-cpu.txt": (  # a Mac has no NVIDIA GPU CUDA can use: that much the OS line states
         {"torch.version": "1.3.1", "torch.cuda": None, "torch.cuda_available": False, "os.name": "Mac OSX 10.14.6",
-         "python.version": "3.7"},
-        {"gpu.count", "driver.version", "nvcc.version", "cudnn.version", "gcc.version"}),
+         "python.version": "3.7", "gpu.count": 0},
+        {"driver.version", "nvcc.version", "cudnn.version", "gcc.version"}),
     "torch1.7-rocm-line.txt": (
         {"torch.version": "1.7.0", "torch.cuda": "10.2", "python.version": "3.8", "os.arch": "x86_64",
          "nvcc.full_version": "10.2.89", "driver.version": "450.80.02", "gpu.0.name": "GeForce RTX 2080 Ti",
@@ -71,8 +71,8 @@ CASES: dict[str, tuple[dict[str, FactValue], set[str]]] = {
         {"torch.nccl"}),
     "torch2.5-macos-arm64.txt": (
         {"torch.version": "2.5.1", "torch.cuda": None, "os.name": "macOS 14.5", "os.arch": "arm64",
-         "python.version": "3.12.4"},
-        {"gpu.count", "cpu.count", "glibc.version", "gcc.version"}),
+         "python.version": "3.12.4", "gpu.count": 0},
+        {"cpu.count", "glibc.version", "gcc.version"}),
     "torch2.5-rocm.txt": (  # an AMD GPU: the NVIDIA GPU facts stay unknown, torch is not a CUDA build
         {"torch.version": "2.5.1+rocm6.2", "torch.cuda": None, "python.version": "3.10.12"},
         {"gpu.count", "gpu.0.name", "driver.version", "nvcc.version"}),
@@ -85,6 +85,11 @@ CASES: dict[str, tuple[dict[str, FactValue], set[str]]] = {
          "gpu.0.compute_capability": "9.0", "cpu.count": 72, "driver.version": "570.124.06",
          "os.kernel": "6.5.0-1019-nvidia-64k"},
         set()),
+    "torch2.4-h100-a100-mixed.txt": (  # two GPU models in one box: each keeps its own name and architecture
+        {"gpu.count": 4, "gpu.0.name": "NVIDIA H100 80GB HBM3", "gpu.0.compute_capability": "9.0",
+         "gpu.3.name": "NVIDIA A100-SXM4-80GB", "gpu.3.compute_capability": "8.0", "cudnn.version": "9.1.0",
+         "torch.nccl": "2.20.5", "cpu.count": 128, "driver.version": "550.90.07"},
+        {"gpu.4.name", "flash_attn.version"}),
     "torch-not-importable.txt": (  # collect_env prints N/A when torch does not import: stated, not unknown
         {"torch.version": None, "gpu.0.name": "NVIDIA L40S", "driver.version": "560.35.03", "nvcc.version": "12.6"},
         {"torch.cuda", "torch.cuda_available"}),

@@ -17,7 +17,7 @@ import typer
 from olmo_doctor.errors import UsageError
 
 
-def _facts(report: Path | None, here: bool) -> dict:
+def _facts(report: Path | None, here: bool, log: str) -> dict:
     if report is not None and here:
         raise UsageError("give either --report FILE (another machine) or --here (this machine), not both")
     if report is not None:
@@ -28,6 +28,11 @@ def _facts(report: Path | None, here: bool) -> dict:
         from olmo_doctor.api import gather_facts
 
         return dict(gather_facts())
+    if log != "-":
+        # an issue's log often carries the machine's collect_env output too: its facts weigh in the ranking
+        from olmo_doctor.report import facts_in_log
+
+        return dict(facts_in_log(Path(log)))
     return {}
 
 
@@ -52,7 +57,7 @@ def register(app: typer.Typer) -> None:
 
         if log == "-" and sys.stdin.isatty():
             raise UsageError("give a log file, or pipe one in: pip install ... 2>&1 | olmo-doctor diagnose -")
-        facts = _facts(report, here)
+        facts = _facts(report, here, log)
         name = "standard input" if log == "-" else log
         diag = diagnose(iter_chunks(log), facts)
         if json_out:

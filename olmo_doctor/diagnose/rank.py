@@ -139,12 +139,13 @@ def _boosted(rule: Rule, facts: Mapping[str, FactValue]) -> bool:
 def _take_over(evidence: list[Evidence], facts: Mapping[str, FactValue]) -> None:
     """A cause the facts point at takes over the log lines of a cause it explains (see 5. above)."""
     for ev in evidence:
-        if ev.hits or ev.fact is False or not (ev.fact or any(_boosted(r, facts) for r in ev.rules)):
+        # its own symptom lines (the WSL2 kernel name in a pasted report) do not stop it: only a cause line would
+        if ev.tier == 0 or ev.fact is False or not (ev.fact or any(_boosted(r, facts) for r in ev.rules)):
             continue
         explained = [other for other in evidence if other.hits and other.rule.cause in _explains(ev.rule)]
         if explained:
             best = min(explained, key=lambda e: (e.tier, -e.score))
-            ev.hits = list(best.hits)
+            ev.hits = list(best.hits) + [h for h in ev.hits if h not in best.hits]
             ev.tier = best.tier
             ev.score = best.score + max(ev.score, 0.5)
 

@@ -16,7 +16,9 @@ from olmo_doctor.reports import packages, paste
 
 # field -> every label spelling it had (lower case). Template labels carry a "(e.g., 1.0)" hint, ignored below.
 LABELS: dict[str, tuple[str, ...]] = {
-    "torch": ("pytorch version", "torch version"),
+    # the one-word forms ("PyTorch: 2.4.0", "GPU: A100") are how people write an environment by hand; a one-word
+    # label counts only with its colon (see _label)
+    "torch": ("pytorch version", "torch version", "pytorch", "torch"),
     "debug": ("is debug build",),
     "cuda_build": ("cuda used to build pytorch",),
     "rocm_build": ("rocm used to build pytorch",),
@@ -25,13 +27,13 @@ LABELS: dict[str, tuple[str, ...]] = {
     "clang": ("clang version",),
     "cmake": ("cmake version",),
     "libc": ("libc version",),
-    "python": ("python version",),
+    "python": ("python version", "python"),
     "platform": ("python platform",),
     "cuda_available": ("is cuda available",),
     "cuda_runtime": ("cuda runtime version",),
     "module_loading": ("cuda_module_loading set to",),
-    "gpus": ("gpu models and configuration",),
-    "driver": ("nvidia driver version",),
+    "gpus": ("gpu models and configuration", "gpu", "gpus", "gpu model", "gpu models"),
+    "driver": ("nvidia driver version", "driver version", "nvidia driver", "driver"),
     "cudnn": ("cudnn version",),
     "xpu": ("is xpu available",),
     "hip": ("hip runtime version",),
@@ -40,7 +42,7 @@ LABELS: dict[str, tuple[str, ...]] = {
     "allocator": ("caching allocator config",),
     "cpu": ("cpu",),
     "libraries": ("versions of relevant libraries",),
-    "template_cuda": ("cuda/cudnn version",),
+    "template_cuda": ("cuda/cudnn version", "cuda", "cuda version"),  # which CUDA is meant is unclear: read as none
     "template_install": ("how you installed pytorch", "build command you used", "any other relevant information"),
 }
 _FIELD_OF = {label: field for field, labels in LABELS.items() for label in labels}
@@ -71,11 +73,17 @@ def _clean(value: str) -> str:
     return value.strip().strip("`*|").strip()
 
 
+def _one_line_list(line: str) -> list[str]:
+    """'Torch: 2.5.1 | CUDA: 12.4 | GPU: RTX 4090' written on one line: each piece that is a labelled field alone."""
+    pieces = re.split(r"\s+[|;]\s+", line) if " | " in line or " ; " in line else [line]
+    return pieces if len(pieces) > 1 and all(_label(p) for p in pieces) else [line]
+
+
 def fields(lines: list[str]) -> dict[str, tuple[str, list[str]]]:
     """field -> (value on the label's line, the lines that continue it), first occurrence of each label."""
     out: dict[str, tuple[str, list[str]]] = {}
     current: list[str] | None = None
-    for line in lines:
+    for line in (piece for ln in lines for piece in _one_line_list(ln)):
         hit = _label(line)
         if hit:
             field, value = hit
@@ -90,10 +98,36 @@ def fields(lines: list[str]) -> dict[str, tuple[str, list[str]]]:
     return out
 
 
+def first_report(lines: list[str]) -> list[str]:
+    """The lines of the first report when several were pasted back to back (one per node, before and after an
+    upgrade): mixing them would judge a machine that does not exist. A second one starts at a second
+    "PyTorch version" label or "Collecting environment information" line after the first report's fields."""
+    seen_torch = seen_other = False
+    for i, line in enumerate(lines):
+        hit = _label(line)
+        starts = (hit is not None and hit[0] == "torch") or line.strip().lower().startswith("collecting environment")
+        if starts and seen_torch and seen_other:
+            return lines[:i]
+        if hit is not None:
+            seen_torch = seen_torch or hit[0] == "torch"
+            seen_other = seen_other or hit[0] != "torch"
+    return lines
+
+
+def report_count(text: str) -> int:
+    """How many collect_env reports a paste holds (see first_report)."""
+    lines, count = paste.unwrap(text), 0
+    while lines and count < 64:
+        first = first_report(lines)
+        count += 1
+        lines = lines[len(first):]
+    return count
+
+
 def looks_like(text: str) -> bool:
     lines = paste.unwrap(text)
     found = set(fields(lines))
-    if len(found - {"cpu", "libraries", "template_install", "os"}) >= 2:
+    if len(found - {"cpu", "libraries", "template_install", "os"}) >= 2 or {"torch", "os"} <= set(found):
         return True
     # only the "Versions of relevant libraries" part was pasted: its tagged package lines name torch
     pkgs = packages.listed(lines)
@@ -124,7 +158,7 @@ def _major_minor(value: str | None) -> str | None:
 
 
 def parse(text: str) -> Facts:
-    lines = paste.unwrap(text)
+    lines = first_report(paste.unwrap(text))
     found = fields(lines)
     f: Facts = {}
 
@@ -159,6 +193,14 @@ def parse(text: str) -> Facts:
         f["driver.version"] = drv
     _smi_header(lines, f)
     _gpus(found, f)
+    raw = {k: found[k][0].strip().lower() for k in ("gpus", "driver") if k in found}
+    no_cuda = raw == {"gpus": "no cuda", "driver": "no cuda"} and f.get("torch.cuda_available") is False
+    if "gpu.count" not in f and no_cuda:
+        # collect_env prints "No CUDA" only when `nvidia-smi -L` found nothing and torch sees no GPU either
+        f["gpu.count"] = 0
+    system = f"{value('os') or ''} {value('platform') or ''}".strip()
+    if "gpu.count" not in f and re.match(r"(?:macOS|Mac OS ?X|Darwin)\b", system, re.I):
+        f["gpu.count"] = 0  # CUDA left macOS with 10.2: a Mac has no NVIDIA GPU that torch or a kernel build can use
     _cudnn(found, f)
     _cpus(lines, f)
     packages.read(lines, f)
@@ -200,20 +242,24 @@ def _gpus(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:
     names: list[str] = []
     for entry in [first, *rest]:
         entry = re.sub(r"\s*\(UUID:[^)]*\)", "", entry).strip()
+        # a markdown list keeps its bullets and bold on the GPU lines too ("- **GPU 1**: NVIDIA A100")
+        entry = re.sub(r"\*\*|__|`", "", re.sub(r"^[-*+•][ \t]+", "", entry)).strip()
         if m := re.match(r"GPU\s*\d+\s*(?::\s*|\s+)(.+)$", entry):
             names.append(m.group(1).strip())
         elif not names and _known(entry) and not re.match(r"MIG\b", entry):
             # one device name (macOS, ROCm, or the issue template's "2x RTX 3090" / "A100 x 8")
             # the "x" of a count stands apart from the name ("RTX 4090" is one GPU, not "RT" x 4090)
-            m = (re.match(r"(\d{1,3})\s*(?:x|×|\*)\s+(.+)$|(\d{1,3})(?:x|×|\*)(\D.*)$", entry, re.I)
-                 or re.match(r"(.+?)\s+(?:x|×|\*)\s*(\d{1,3})$|(.+?)\s*(?:×|\*)\s*(\d{1,3})$", entry, re.I))
-            parts = [g for g in (m.groups() if m else ()) if g is not None]
-            if len(parts) == 2 and parts[0].isdigit():
-                names += [parts[1].strip()] * int(parts[0])
-            elif len(parts) == 2 and parts[1].isdigit():
-                names += [parts[0].strip()] * int(parts[1])
+            # which side holds the count follows from which form matched, not from which part is digits
+            # ("3090 x 2" is two RTX 3090s, not 3090 GPUs named "2")
+            lead = re.match(r"(\d{1,3})\s*(?:x|×|\*)\s+(.+)$|(\d{1,3})(?:x|×|\*)(\D.*)$", entry, re.I)
+            tail = re.match(r"(.+?)\s+(?:x|×|\*)\s*(\d{1,3})$|(.+?)\s*(?:×|\*)\s*(\d{1,3})$", entry, re.I)
+            if lead:
+                count, name = [g for g in lead.groups() if g is not None]
+            elif tail:
+                name, count = [g for g in tail.groups() if g is not None]
             else:
-                names.append(entry)
+                count, name = "1", entry
+            names += [name.strip()] * int(count)
             break
     names = [re.sub(r"\s+", " ", n) for n in names]
     if not names or any(_NON_NVIDIA.search(n) for n in names):
@@ -221,6 +267,16 @@ def _gpus(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:
     f["gpu.count"] = len(names)
     for i, name in enumerate(names):
         f[f"gpu.{i}.name"] = name
+
+
+def expand_shorthand(name: str) -> str:
+    """A GPU name as people type it in an issue ("RTX3090", "2080ti", "A6000") spelled as NVIDIA names it, for the
+    compute-capability lookup only; the name itself is kept as written."""
+    name = re.sub(r"\b(RTX|GTX|GTS|GT|MX)(?=\d)", r"\1 ", name.strip(), flags=re.I)
+    if m := re.match(r"(\d{2})(\d0)(?=\s*(?:ti|super)?\b)", name, re.I):
+        series = "GTX" if m.group(1) in ("10", "16") else "RTX" if m.group(1) in ("20", "30", "40", "50") else ""
+        name = f"{series} {name}".strip()
+    return re.sub(r"^(A[2-6]000)\b", r"RTX \1", name, flags=re.I)
 
 
 def _cudnn(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:

@@ -48,6 +48,24 @@ def listed(lines: list[str]) -> dict[str, tuple[str, str]]:
     return out
 
 
+# conda's pytorch build string says what it was built for: py3.10_cuda11.8_cudnn8.7.0_0, py3.10_cpu_0,
+# cuda120_py311h...; conda-forge's names the CUDA without a dot (cuda120 is 12.0)
+_CONDA_TORCH = re.compile(r"^\s*\[conda\]\s+pytorch\s+\d\S*\s+(\S+)", re.I)
+
+
+def _conda_build(lines: list[str]) -> str | None:
+    for line in lines:
+        if m := _CONDA_TORCH.match(line):
+            build = m.group(1).lower()
+            c = (re.search(r"(?:^|_)cuda(\d{1,2})\.(\d)(?:[._]|$)", build)
+                 or re.search(r"(?:^|_)cuda(\d{2})(\d)_", build))
+            if c:
+                return f"{int(c.group(1))}.{c.group(2)}"
+            if re.search(r"(?:^|_)cpu(?:_|$)", build):
+                return "cpu"
+    return None
+
+
 def read(lines: list[str], f: Facts) -> None:
     pkgs = listed(lines)
     for name, key in _VERSION_FACT.items():
@@ -56,6 +74,8 @@ def read(lines: list[str], f: Facts) -> None:
     torch = pkgs.get("torch") or pkgs.get("pytorch")
     if "torch.version" not in f and torch and re.match(r"\d+\.\d+", torch[0]):
         f["torch.version"] = torch[0]  # a partial report: the package list still names torch
+    if "torch.cuda" not in f and (build := _conda_build(lines)) is not None:
+        f["torch.cuda"] = None if build == "cpu" else build
     for cu in ("cu13", "cu12", "cu11", ""):
         nccl = pkgs.get(f"nvidia-nccl-{cu}".rstrip("-"))
         if nccl and "torch.nccl" not in f and (m := re.match(r"\d+\.\d+\.\d+", nccl[0])):

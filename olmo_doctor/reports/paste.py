@@ -14,8 +14,11 @@ import re
 # Tags issue trackers and mail clients wrap pasted text in; anything else that looks like a tag (`<user>`) stays.
 _BLOCK_TAGS = re.compile(r"</?(?:details|summary|pre|code|p|div|blockquote|ul|ol|li|table|tbody|thead|tr|td|th|"
                          r"span|b|strong|em|i|tt|kbd|samp|font|h[1-6])\b[^<>]*>", re.I)
-_BREAK = re.compile(r"<br\s*/?>|</(?:p|div|li|tr|pre)>", re.I)
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# a <br> the writer followed by a newline is one line break, not a blank line between every field
+_BREAK = re.compile(r"<br\s*/?>[ \t]*(?:\r?\n)?|</(?:p|div|li|tr|pre)>", re.I)
+# CSI colour codes, OSC titles/hyperlinks (`ESC ] ... BEL`) and any other lone control a terminal copy keeps
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?"
+                   r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Characters that look like ASCII punctuation or spaces in CJK and rich-text pastes.
 _LOOKALIKE = str.maketrans({"：": ":", "＝": "=", "（": "(", "）": ")", "，": ",", "\u00a0": " ", "\u3000": " ",
                             "\u2009": " ", "\u202f": " ", "｜": "|", "＞": ">"})
@@ -78,13 +81,28 @@ def _unhtml(text: str) -> str:
     return _BLOCK_TAGS.sub("", _BREAK.sub("\n", text))  # a report escaped twice shows its tags only now
 
 
+def _single_spaced(lines: list[str]) -> list[str]:
+    """Undo double spacing (a blank line after every line, as some web pages and editors copy): a lone blank line
+    goes, a longer run of them was a real break and stays as one."""
+    body = [i for i, ln in enumerate(lines) if ln.strip()]
+    adjacent = sum(1 for i in body if i + 1 < len(lines) and lines[i + 1].strip())
+    if len(body) < 4 or adjacent > 0.05 * len(body):
+        return lines
+    out: list[str] = []
+    for is_blank, run in itertools.groupby(lines, key=lambda ln: not ln.strip()):
+        group = list(run)
+        out += ([""] if len(group) > 1 else []) if is_blank else group
+    return out
+
+
 def unwrap(text: str) -> list[str]:
     """The report's own lines, with every layer of paste wrapping removed."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    # \r\r\n is what a Windows console's output looks like after a second newline translation
+    text = re.sub(r"\r+\n", "\n", text).replace("\r", "\n")
     text = _INVISIBLE.sub("", _ANSI.sub("", text)).translate(_LOOKALIKE)
     text = _unhtml(text)
     lines = [ln.expandtabs(4).rstrip() for ln in text.split("\n")]
-    lines = _strip_layers(lines)
+    lines = _single_spaced(_strip_layers(lines))
     return [ln for ln in lines if not _FENCE.match(ln)]
 
 
