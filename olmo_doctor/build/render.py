@@ -5,10 +5,10 @@ from __future__ import annotations
 import shlex
 
 from rich.console import Console
-from rich.markup import escape
 
 from olmo_doctor.build.plan import BuildPlan
 from olmo_doctor.findings import Finding
+from olmo_doctor.render import plain
 from olmo_doctor.shell import has_control, quote
 
 _MARK = {"error": "[red]✗[/red]", "warning": "[yellow]![/yellow]", "info": "[blue]i[/blue]"}
@@ -16,12 +16,12 @@ _MARK = {"error": "[red]✗[/red]", "warning": "[yellow]![/yellow]", "info": "[b
 
 def print_findings(console: Console, findings: list[Finding]) -> None:
     for f in findings:
-        console.print(f"  {_MARK.get(f.severity, '-')} [bold]{f.code}[/bold] {f.title}")
+        console.print(f"  {_MARK.get(f.severity, '-')} [bold]{f.code}[/bold] {plain(f.title)}")
         if f.message:
-            console.print(f"      {escape(f.message)}", highlight=False, soft_wrap=True)
+            console.print(f"      {plain(f.message)}", highlight=False, soft_wrap=True)
         for fix in f.fixes:
             for cmd in fix.commands:
-                console.print(f"      [green]$[/green] {escape(cmd)}", highlight=False, soft_wrap=True)
+                console.print(f"      [green]$[/green] {plain(cmd)}", highlight=False, soft_wrap=True)
 
 
 def print_plan(console: Console, plan: BuildPlan) -> None:
