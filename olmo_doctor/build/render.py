@@ -27,16 +27,19 @@ def print_findings(console: Console, findings: list[Finding]) -> None:
 def print_plan(console: Console, plan: BuildPlan) -> None:
     s = plan.sizing
     target = ", ".join(f"{g}" for g in plan.gpus) or "given by --arch"
-    console.print(f"[bold]{plan.package} {plan.version}[/bold]" + (f"  (subset {plan.subset})" if plan.subset else ""))
+    console.print(f"[bold]{plain(plan.package)} {plain(plan.version)}[/bold]"
+                  + (f"  (subset {plain(plan.subset)})" if plan.subset else ""))
     console.print(
         f"  target      {target}: compute capability {', '.join(plan.compute_capabilities) or '-'}"
         f" -> archs {', '.join(plan.archs) or '-'}",
         highlight=False,
+        markup=False,  # GPU names, paths and reasons are data: `[/]` in one is text
     )
     src = plan.source
     console.print(
         f"  source      {src['location']}" + (f" (sha256 {src['sha256']})" if src.get("sha256") else ""),
         highlight=False,
+        markup=False,
     )
     console.print(
         f"  work        {plan.translation_units} translation units"
@@ -45,15 +48,17 @@ def print_plan(console: Console, plan: BuildPlan) -> None:
         + f"; MAX_JOBS {s.reason}; nvcc "
         f"--threads {plan.nvcc_threads}",
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
     console.print(
         f"  memory      predicted peak {plan.predicted_peak_gb:g} GB (heaviest job {s.gb_per_job:g} GB)"
         + (f" of {s.memory_gb:g} GB available" if s.memory_gb is not None else ""),
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
-    console.print(f"  cache key   {plan.cache_digest}", highlight=False)
+    console.print(f"  cache key   {plan.cache_digest}", highlight=False, markup=False)
     env = " ".join(f"{k}={quote(v) if not has_control(v) else '<refused: control characters>'}"
                    for k, v in plan.env.items())
     console.print("  command", highlight=False)
