@@ -35,7 +35,7 @@ def _holder(fd: int) -> str:
     a number and a short timestamp are taken from them."""
     try:
         raw = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         raw = {}
     pid = raw.get("pid") if isinstance(raw, dict) else None
     if not isinstance(pid, int) or isinstance(pid, bool):

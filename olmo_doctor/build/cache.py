@@ -54,14 +54,14 @@ def find(plan: BuildPlan, root: Path | None = None) -> tuple[Path | None, str | 
     d = entry_dir(plan, root)
     try:
         key = json.loads((d / "key.json").read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None, None
     if key != plan.cache_key:
         return None, None
     try:
         record = json.loads((d / RECORD).read_text())
         name, digest = record["file"], record["sha256"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, RecursionError, KeyError, TypeError):
         return None, f"{d} has no record of the wheel it holds; refusing it"
     if not isinstance(name, str) or not _WHEEL_NAME.match(name) or not isinstance(digest, str):
         return None, f"{d / RECORD} is malformed; refusing the cached wheel"
@@ -86,7 +86,7 @@ def recorded_sha256(wheel: Path) -> str | None:
     """The sha256 stored beside a cached wheel, or None."""
     try:
         record = json.loads((wheel.parent / RECORD).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     ok = isinstance(record, dict) and record.get("file") == wheel.name and isinstance(record.get("sha256"), str)
     return record["sha256"] if ok else None
