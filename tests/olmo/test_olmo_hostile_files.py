@@ -1,0 +1,121 @@
+"""Attacks through files `olmo` reads from elsewhere (issue #12): a checkpoint's `.metadata` pickle that names a
+class DCP never pickles, JSON and YAML nested thousands deep, and paths whose names are rich markup. Each is
+refused as bad input (or printed as written), never run, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from olmo.config import ConfigError
+from olmo.data.corpus import TOKENIZER_PATH
+from olmo.errors import OlmoError
+from olmo.interop import hf, olmo_core
+from olmo.recipe import load_recipe
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+def _call(module: str, name: str, *args: object) -> bytes:
+    """A pickle whose load calls module.name(*args): what a crafted `.metadata` would hold."""
+    head = b"\x80\x02c" + f"{module}\n{name}\n".encode()
+    return head + pickle.dumps(args, protocol=2)[2:-1] + b"R."
+
+
+@pytest.mark.parametrize("module,name,args", [
+    # classes the DCP modules merely import, or whose constructor acts
+    ("torch.distributed.checkpoint.filesystem", "FileSystemWriter", ("{marker}",)),
+    ("torch.distributed.checkpoint.filesystem", "Tensor", (10**9,)),
+    ("torch.distributed.checkpoint.filesystem", "Path", ("{marker}",)),
+    ("torch.distributed.checkpoint.filesystem", "_OverlappingCpuLoader", (None,)),
+    ("torch.distributed.checkpoint.filesystem", "ExtensionRegistry", ()),
+    ("torch.distributed.checkpoint.metadata", "Enum", ("E", "a b")),
+    ("torch.distributed.checkpoint._extension", "ZStandard", ()),
+    ("torch.distributed.checkpoint.filesystem", "os", ()),
+    ("torch.distributed.checkpoint.filesystem", "__builtins__", ()),
+    ("builtins", "open", ("{marker}", "w")),
+    ("builtins", "getattr", ("x", "upper")),
+    ("torch", "save", ({}, "{marker}")),
+    ("torch", "load", ("{marker}",)),
+])
+def test_metadata_naming_anything_but_dcp_data_is_refused(tmp_path: Path, module: str, name: str,
+                                                          args: tuple[object, ...]) -> None:
+    marker = tmp_path / "marker"
+    dcp = tmp_path / "ck"
+    dcp.mkdir()
+    real = tuple(str(marker) if a == "{marker}" else a for a in args)
+    (dcp / ".metadata").write_bytes(_call(module, name, *real))
+    with pytest.raises(ConfigError, match="refusing to load it"):
+        olmo_core.reader(dcp).read_metadata()
+    assert not marker.exists()
+
+
+def test_dcp_data_classes_are_still_admitted() -> None:
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+    from torch.distributed.checkpoint.metadata import Metadata, TensorStorageMetadata
+
+    for module, cls in [("torch.distributed.checkpoint.metadata", Metadata),
+                        ("torch.distributed.checkpoint.metadata", TensorStorageMetadata),
+                        ("torch.distributed.checkpoint.filesystem", _StorageInfo)]:
+        assert olmo_core._safe_class(module, cls.__name__) is cls
+
+
+@pytest.mark.parametrize("reader", ["hf-config", "hf-index", "olmo-core-config", "checkpoint-state", "manifest"])
+def test_json_nested_too_deep_is_bad_input(tmp_path: Path, reader: str) -> None:
+    from olmo import checkpoint
+    from olmo.data.shards import load_manifest
+
+    target = {"hf-config": "config.json", "hf-index": "model.safetensors.index.json",
+              "olmo-core-config": olmo_core.CONFIG_JSON, "checkpoint-state": checkpoint.TRAIN_STATE,
+              "manifest": "manifest.json"}[reader]
+    (tmp_path / target).write_text(DEEP_JSON)
+    call: Callable[[], object] = {
+        "hf-config": lambda: hf._read_hf_config(tmp_path / target),
+        "hf-index": lambda: hf._index_files(tmp_path / target),
+        "olmo-core-config": lambda: olmo_core.read_model_config(tmp_path),
+        "checkpoint-state": lambda: checkpoint._parse_state(tmp_path),
+        "manifest": lambda: load_manifest(tmp_path),
+    }[reader]
+    try:
+        result = call()
+    except (OlmoError, ValueError):  # the readers' own bad-input errors (a RecursionError is neither)
+        return
+    assert isinstance(result, str)  # _parse_state returns its problem as text
+
+
+@pytest.mark.parametrize("text", ["model: " + "[" * 50_000 + "]" * 50_000,
+                                  "model:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 3000)),
+                                  "optim: " + "{a: " * 20_000 + "1" + "}" * 20_000])
+def test_a_recipe_nested_too_deep_is_one_line(tmp_path: Path, text: str,
+                                               cli: Callable[..., tuple[int, str, str]]) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(text + "\n")
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_recipe(str(recipe))
+    code, _, err = cli("train", str(recipe), "--device", "cpu")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_a_deep_override_value_stays_text(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("optim:\n  lr: 0.001\n")
+    with pytest.raises(ConfigError) as e:
+        load_recipe(str(recipe), ["optim.lr=" + "[" * 50_000])
+    assert "nested" not in str(e.value) or "lr" in str(e.value)
+
+
+@pytest.mark.parametrize("folder", ["x[", "a[link=file:x]b", "[bold red]"])
+def test_prepare_data_prints_markup_paths_as_written(tmp_path: Path, folder: str,
+                                                     cli: Callable[..., tuple[int, str, str]]) -> None:
+    """`x[` + `/b]...`: the path reads as a closing tag; it crashed the printer after the shards were written."""
+    src = tmp_path / folder / "b]docs.jsonl"
+    src.parent.mkdir(parents=True)
+    src.write_text(json.dumps({"text": "hello world"}) + "\nnot json\n")
+    out = tmp_path / folder / "b]out"
+    code, stdout, err = cli("prepare-data", "-i", str(src), "-o", str(out), "-t", str(TOKENIZER_PATH))
+    assert code == 0, err
+    assert f"{folder}/b]docs.jsonl: skipped 1 line" in err and f"{folder}/b]out" in stdout
