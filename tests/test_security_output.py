@@ -108,3 +108,21 @@ def test_rule_expressions_multiply_numbers_only(source: str) -> None:
 def test_rule_expressions_nested_too_deep_are_refused(source: str) -> None:
     with pytest.raises(ExprError):
         evaluate(source, {})
+
+
+@pytest.mark.parametrize("args", [["explain", "OD1\x1b[2J[/b]\nfake: line"], ["diagnose", "/nonexistent/a\x1bc\u2028b"],
+                                  ["check", "--from-report", "/nonexistent/r\r\x9b2J\nfake"]])
+def test_an_error_quoting_hostile_input_stays_one_inert_line(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             args: list[str]) -> None:
+    import sys
+
+    from olmo_doctor.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["olmo-doctor", *args])
+    with pytest.raises(SystemExit) as e:
+        main()
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert len(err.splitlines()) == 1 and err.startswith("olmo-doctor: "), repr(err)
+    assert not CONTROL.search(err.rstrip("\n")), repr(err)
