@@ -119,3 +119,34 @@ def test_prepare_data_prints_markup_paths_as_written(tmp_path: Path, folder: str
     code, stdout, err = cli("prepare-data", "-i", str(src), "-o", str(out), "-t", str(TOKENIZER_PATH))
     assert code == 0, err
     assert f"{folder}/b]docs.jsonl: skipped 1 line" in err and f"{folder}/b]out" in stdout
+
+
+@pytest.mark.parametrize("kind", ["symlink", "dangling-symlink", "fifo"])
+def test_a_planted_lock_file_is_never_followed_or_waited_on(tmp_path: Path, kind: str,
+                                                            cli: Callable[..., tuple[int, str, str]]) -> None:
+    """`.olmo.lock -> ~/.bashrc` in a folder someone else prepared: taking the lock truncated and rewrote the
+    target; a fifo there blocked the open forever."""
+    import os
+
+    from olmo.lock import LOCK_NAME, DirLock
+
+    outside = tmp_path / "precious.txt"
+    if kind != "dangling-symlink":
+        outside.write_text("precious\n")
+    out = tmp_path / "data"
+    out.mkdir()
+    if kind == "fifo":
+        os.mkfifo(out / LOCK_NAME)
+    else:
+        (out / LOCK_NAME).symlink_to(outside)
+    DirLock(out, "output").check_free()  # returns at once
+    with pytest.raises(OlmoError, match=r"symlink|not a regular file"):
+        DirLock(out, "output").acquire()
+    src = tmp_path / "d.jsonl"
+    src.write_text(json.dumps({"text": "hello world"}) + "\n")
+    code, _, err = cli("prepare-data", "-i", str(src), "-o", str(out), "-t", str(TOKENIZER_PATH))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    if kind == "dangling-symlink":
+        assert not outside.exists()
+    elif kind == "symlink":
+        assert outside.read_text() == "precious\n"
