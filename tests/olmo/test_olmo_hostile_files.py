@@ -150,3 +150,27 @@ def test_a_planted_lock_file_is_never_followed_or_waited_on(tmp_path: Path, kind
         assert not outside.exists()
     elif kind == "symlink":
         assert outside.read_text() == "precious\n"
+
+
+def test_a_planted_metrics_symlink_is_never_appended_through(tmp_path: Path) -> None:
+    from olmo.metrics import MetricsLog
+    from olmo.train import _trim_metrics
+
+    outside = tmp_path / "bashrc"
+    outside.write_text("export PATH=/usr/bin\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").symlink_to(outside)
+    _trim_metrics(run / "metrics.jsonl", 0)
+    with pytest.raises(OlmoError, match="symlink"):
+        MetricsLog(run, {})
+    assert outside.read_text() == "export PATH=/usr/bin\n" and (run / "metrics.jsonl").is_symlink()
+
+
+def test_torn_or_foreign_metrics_lines_are_trimmed_not_a_crash(tmp_path: Path) -> None:
+    from olmo.train import _trim_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n{"step": 5}\n[1, 2]\n{"step": null}\n{"step": 2, "lo\n' + "[" * 50_000 + "\n")
+    _trim_metrics(path, 3)
+    assert path.read_text() == '{"step": 1}\n'
