@@ -174,3 +174,34 @@ def test_torn_or_foreign_metrics_lines_are_trimmed_not_a_crash(tmp_path: Path) -
     path.write_text('{"step": 1}\n{"step": 5}\n[1, 2]\n{"step": null}\n{"step": 2, "lo\n' + "[" * 50_000 + "\n")
     _trim_metrics(path, 3)
     assert path.read_text() == '{"step": 1}\n'
+
+
+def test_a_planted_shard_temp_symlink_is_not_written_through(tmp_path: Path,
+                                                              cli: Callable[..., tuple[int, str, str]]) -> None:
+    """`.part-00000.npy.tmp -> ~/.bashrc` in an output folder someone else prepared: the shard writer opened it
+    for writing and filled the target with tokens."""
+    outside = tmp_path / "bashrc"
+    outside.write_text("export PATH=/usr/bin\n")
+    out = tmp_path / "data"
+    out.mkdir()
+    (out / ".part-00000.npy.tmp").symlink_to(outside)
+    src = tmp_path / "d.jsonl"
+    src.write_text(json.dumps({"text": "hello world"}) + "\n")
+    code, _, err = cli("prepare-data", "-i", str(src), "-o", str(out), "-t", str(TOKENIZER_PATH))
+    assert code == 0, err
+    assert outside.read_text() == "export PATH=/usr/bin\n"
+    assert (out / "part-00000.npy").is_file() and not (out / "part-00000.npy").is_symlink()
+
+
+def test_the_shard_writer_never_opens_a_planted_temp_through_its_link(tmp_path: Path) -> None:
+    from olmo.data.prepare import ShardWriter
+
+    outside = tmp_path / "bashrc"
+    outside.write_text("export PATH=/usr/bin\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".part-00000.npy.tmp").symlink_to(outside)
+    writer = ShardWriter(tmp_path / "out", 0, "uint16")
+    writer.f.write(b"\0\1" * 8)
+    writer.f.close()
+    assert outside.read_text() == "export PATH=/usr/bin\n"
+    assert not (tmp_path / "out" / ".part-00000.npy.tmp").is_symlink()
