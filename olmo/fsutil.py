@@ -4,6 +4,7 @@ within a filesystem; the directory fsync makes the rename itself survive a power
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -24,7 +25,12 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Call `write(f)` on a temp file in path's directory, then atomically put it at `path`."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
+        # a fresh file of our own (O_EXCL after removing a leftover): a temp name planted as a symlink in a
+        # shared folder must never be written through
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # umask applies, as with open()
+        with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())

@@ -153,7 +153,7 @@ class ShardWriter:
         # file would have that file overwritten with tokens. O_EXCL then creates a fresh file of our own.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.tmp)
-        fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # umask applies
         self.f = os.fdopen(fd, "wb")  # open until finish(): the shard is written in pieces
         self.sha = hashlib.sha256()
         self.crcs: list[str] = []

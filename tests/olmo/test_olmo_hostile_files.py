@@ -205,3 +205,20 @@ def test_the_shard_writer_never_opens_a_planted_temp_through_its_link(tmp_path: 
     writer.f.close()
     assert outside.read_text() == "export PATH=/usr/bin\n"
     assert not (tmp_path / "out" / ".part-00000.npy.tmp").is_symlink()
+
+
+def test_atomic_writes_never_write_through_a_planted_temp(tmp_path: Path) -> None:
+    """`.latest.tmp<pid>` planted as a symlink in a shared run_dir: the atomic write opened it and wrote the
+    target; now the link is removed and a file of our own is created."""
+    import os
+
+    from olmo.fsutil import atomic_write_bytes
+
+    outside = tmp_path / "bashrc"
+    outside.write_text("export PATH=/usr/bin\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / f".latest.tmp{os.getpid()}").symlink_to(outside)
+    atomic_write_bytes(tmp_path / "run" / "latest", b"step10\n")
+    assert outside.read_text() == "export PATH=/usr/bin\n"
+    assert (tmp_path / "run" / "latest").read_bytes() == b"step10\n"
+    assert not (tmp_path / "run" / "latest").is_symlink()
