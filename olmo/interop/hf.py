@@ -204,8 +204,16 @@ def _publish(tmp: Path, out: Path, overwrite: bool) -> None:
         os.rename(out, old)
     os.rename(tmp, out)
     fsync_dir(out.parent)
-    if old.exists():
-        shutil.rmtree(old)
+    _remove(old)
+
+
+def _remove(path: Path) -> None:
+    """Delete a folder we moved aside or left behind; a symlink there (to another folder) loses only the link:
+    rmtree refuses links, and what one points at is not ours to delete."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
 
 
 def _umask() -> int:
@@ -217,8 +225,7 @@ def _umask() -> int:
 def _temp_dir(out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    _remove(tmp)
     tmp.mkdir()
     return tmp
 

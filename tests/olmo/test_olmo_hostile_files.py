@@ -222,3 +222,24 @@ def test_atomic_writes_never_write_through_a_planted_temp(tmp_path: Path) -> Non
     assert outside.read_text() == "export PATH=/usr/bin\n"
     assert (tmp_path / "run" / "latest").read_bytes() == b"step10\n"
     assert not (tmp_path / "run" / "latest").is_symlink()
+
+
+def test_a_symlinked_output_or_planted_temp_loses_only_the_link(tmp_path: Path) -> None:
+    """export-hf / import-hf publish by renames: an old output that is a symlink, or a temp name planted as one,
+    is unlinked; the folder it points at is left whole (rmtree raised on the link, after publishing)."""
+    import os
+
+    from olmo.interop.hf import _publish, _temp_dir
+
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("keep\n")
+    out = tmp_path / "hf"
+    out.symlink_to(precious)
+    (tmp_path / f".hf.tmp-{os.getpid()}").symlink_to(precious)
+    tmp = _temp_dir(out)
+    assert not tmp.is_symlink() and (precious / "keep.txt").read_text() == "keep\n"
+    (tmp / "config.json").write_text("{}")
+    _publish(tmp, out, overwrite=True)
+    assert (out / "config.json").is_file() and not out.is_symlink()
+    assert (precious / "keep.txt").read_text() == "keep\n"
