@@ -59,14 +59,22 @@ def fsync_file(path: Path) -> None:
 
 def remove_tree(path: Path) -> None:
     """Delete a directory so that no reader ever sees it half-deleted: rename it aside first, then remove."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return
     trash = path.with_name(f"{path.name}-deleting")
-    if trash.exists():
-        shutil.rmtree(trash)
+    _unlink_or_rmtree(trash)
     os.rename(path, trash)
     fsync_dir(path.parent)
-    shutil.rmtree(trash)
+    _unlink_or_rmtree(trash)
+
+
+def _unlink_or_rmtree(path: Path) -> None:
+    """A symlink (a checkpoint folder someone linked elsewhere) loses only the link: what it points at is not
+    ours to delete, and rmtree refuses links anyway."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
 
 
 def mount_of(path: Path) -> str:

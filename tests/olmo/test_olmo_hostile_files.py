@@ -243,3 +243,18 @@ def test_a_symlinked_output_or_planted_temp_loses_only_the_link(tmp_path: Path) 
     _publish(tmp, out, overwrite=True)
     assert (out / "config.json").is_file() and not out.is_symlink()
     assert (precious / "keep.txt").read_text() == "keep\n"
+
+
+def test_removing_a_symlinked_checkpoint_folder_removes_only_the_link(tmp_path: Path) -> None:
+    from olmo.fsutil import remove_tree
+
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("keep\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "step5").symlink_to(precious)
+    (run / "step5-deleting").symlink_to(precious)  # a planted trash name too
+    remove_tree(run / "step5")
+    assert (precious / "keep.txt").read_text() == "keep\n"
+    assert sorted(p.name for p in run.iterdir()) == []
