@@ -4,6 +4,7 @@ within a filesystem; the directory fsync makes the rename itself survive a power
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -24,7 +25,12 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Call `write(f)` on a temp file in path's directory, then atomically put it at `path`."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
+        # a fresh file of our own (O_EXCL after removing a leftover): a temp name planted as a symlink in a
+        # shared folder must never be written through
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # umask applies, as with open()
+        with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
@@ -53,14 +59,22 @@ def fsync_file(path: Path) -> None:
 
 def remove_tree(path: Path) -> None:
     """Delete a directory so that no reader ever sees it half-deleted: rename it aside first, then remove."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return
     trash = path.with_name(f"{path.name}-deleting")
-    if trash.exists():
-        shutil.rmtree(trash)
+    _unlink_or_rmtree(trash)
     os.rename(path, trash)
     fsync_dir(path.parent)
-    shutil.rmtree(trash)
+    _unlink_or_rmtree(trash)
+
+
+def _unlink_or_rmtree(path: Path) -> None:
+    """A symlink (a checkpoint folder someone linked elsewhere) loses only the link: what it points at is not
+    ours to delete, and rmtree refuses links anyway."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
 
 
 def mount_of(path: Path) -> str:

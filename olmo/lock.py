@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
@@ -27,6 +28,9 @@ from olmo.errors import OlmoError, one_line
 
 LOCK_NAME = ".olmo.lock"
 NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})  # filesystems without flock
+# A lock file planted as a symlink (to ~/.bashrc) would be truncated and rewritten through; a fifo would block
+# the open. Neither is followed or waited on.
+_SAFE = os.O_NOFOLLOW | os.O_NONBLOCK
 _mine: set[str] = set()  # lock files this process holds (check_free must not refuse its own run)
 
 
@@ -35,7 +39,7 @@ def _holder(fd: int) -> str:
     a number and a short timestamp are taken from them."""
     try:
         raw = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         raw = {}
     pid = raw.get("pid") if isinstance(raw, dict) else None
     if not isinstance(pid, int) or isinstance(pid, bool):
@@ -60,10 +64,12 @@ class DirLock:
         if os.path.realpath(self.path) in _mine:
             return
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | _SAFE)
         except OSError:
-            return  # no lock file (or none readable): nobody holds it, or acquire() will tell
+            return  # no lock file (or none readable, or a link): nobody holds it, or acquire() will tell
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return  # acquire() refuses it
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             raise OlmoError(f"{self.what} {self.directory} is in use by {_holder(fd)}; wait for it to finish or "
@@ -76,10 +82,17 @@ class DirLock:
     def acquire(self) -> DirLock:
         for _ in range(20):
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | _SAFE, 0o644)
             except OSError as e:
+                if e.errno == errno.ELOOP:  # never follow it: the lock is truncated and rewritten below
+                    raise OlmoError(f"{self.path} is a symlink; olmo keeps a plain lock file there, so it refuses "
+                                    "to follow it (remove the link)") from None
                 raise OlmoError(f"cannot write in {self.what} {self.directory}: {e.strerror}; choose a folder you "
                                 "can write to") from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise OlmoError(f"{self.path} is not a regular file (a fifo or device?); olmo keeps a plain lock "
+                                "file there, so move it away")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

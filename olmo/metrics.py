@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import time
 from pathlib import Path
 from typing import Any
+
+from olmo.errors import OlmoError
 
 # Dense (no 2:4 sparsity) BF16 tensor-core peak, TFLOP/s, matched against torch.cuda.get_device_name().
 # First match wins, so the specific names come before the general ones.
@@ -58,7 +62,15 @@ class MetricsLog:
                  tensorboard: bool = False, warn: Any = print):
         self.path = run_dir / "metrics.jsonl"
         # Open for the whole run (closed in close()); line-buffered: a killed run keeps every finished line.
-        self.file = open(self.path, "a", buffering=1)  # noqa: SIM115
+        # O_NOFOLLOW: a metrics.jsonl planted as a symlink (to ~/.bashrc) must not be appended to through it
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise OlmoError(f"{self.path} is a symlink; olmo appends its metrics to a plain file there, so it "
+                                "refuses to follow it (remove the link)") from None
+            raise
+        self.file = os.fdopen(fd, "a", buffering=1)
         self.wandb: Any = None
         self.tb: Any = None
         if wandb_project:

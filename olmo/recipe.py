@@ -66,6 +66,9 @@ def load_recipe(spec: str, overrides: list[str] | None = None) -> TrainConfig:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
             raise ConfigError(f"{path} is not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+        except RecursionError:  # `[[[[...` or keys indented thousands deep: no recipe looks like that
+            raise ConfigError(f"{path} is nested too deeply to be a recipe; give a YAML mapping of config "
+                              "sections (model:, data:, optim:, ...)") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"{path} must be a YAML mapping of config sections (model:, data:, optim:, ...)")
     for item in overrides or []:
@@ -121,7 +124,7 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
         raise ConfigError(f"--set '{item}' must look like section.key=value, e.g. --set optim.lr=3e-4")
     try:
         value = yaml.safe_load(text) if text else ""
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         value = text
     parts = key.strip().split(".")
     node = raw

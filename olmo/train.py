@@ -157,12 +157,22 @@ def setup(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None = No
 
 def _trim_metrics(path: Path, keep_until: int) -> None:
     """Drop metrics records past `keep_until` (left by a run that died after its last checkpoint)."""
-    if not path.is_file():
-        return
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
-    kept = [ln for ln in lines if json.loads(ln).get("step", 0) <= keep_until]
+    if path.is_symlink() or not path.is_file():
+        return  # a link is refused when the metrics log opens it, never read or rewritten through
+    lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    kept = [ln for ln in lines if _step(ln) <= keep_until]
     if len(kept) != len(lines):
         atomic_write_bytes(path, "".join(ln + "\n" for ln in kept).encode())
+
+
+def _step(line: str) -> float:
+    """A record's step; a torn or foreign line (a run killed mid-write) counts as past every checkpoint."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return float("inf")
+    step = record.get("step", 0) if isinstance(record, dict) else None
+    return step if isinstance(step, int | float) and not isinstance(step, bool) else float("inf")
 
 
 def train_step(s: Setup, micro_batches: list[torch.Tensor], lr: float) -> tuple[torch.Tensor, torch.Tensor]:

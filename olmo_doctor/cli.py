@@ -26,15 +26,23 @@ for module in COMMAND_MODULES:
     module.register(app)
 
 
+def _line(text: object) -> str:
+    """An error message as one inert line: it often quotes what the user or a file gave (a path, a rule code), and
+    a newline or ESC in that must neither break the one-line contract nor act on the terminal."""
+    from olmo_doctor.shell import comment
+
+    return comment(str(text))
+
+
 def main() -> None:
     """Console entry point: bad input becomes one line on stderr and exit code 2, never a traceback."""
     try:
         app()
     except UsageError as e:
-        print(f"olmo-doctor: {e}", file=sys.stderr)
+        print(f"olmo-doctor: {_line(e)}", file=sys.stderr)
         sys.exit(2)
     except RuleError as e:  # a hand-edited rules file: name it, never a traceback
-        print(f"olmo-doctor: broken rule file {e}; fix it or restore it with git", file=sys.stderr)
+        print(f"olmo-doctor: broken rule file {_line(e)}; fix it or restore it with git", file=sys.stderr)
         sys.exit(2)
     except (ImportError, AttributeError):  # `olmo` may be another distribution's (OD260): name it, else re-raise
         from olmo_doctor.olmo_clash import clash_line, foreign_origin

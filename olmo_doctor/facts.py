@@ -238,9 +238,14 @@ def with_defaults(facts: Mapping[str, FactValue], keys: Iterable[str] = FACT_KEY
     return dict(sorted(out.items()))
 
 
+# The longest string a fact may hold. A GPU name, a version or a path is far shorter, and even a long PATH stays
+# under it; a multi-megabyte value from a hostile report would only make every printer and rule slow.
+MAX_VALUE = 16384
+
+
 def _tainted(value: object) -> bool:
     if isinstance(value, str):
-        return has_control(value)
+        return len(value) > MAX_VALUE or has_control(value)
     if isinstance(value, (list, tuple)):
         return any(_tainted(v) for v in value)
     if isinstance(value, dict):
@@ -249,7 +254,8 @@ def _tainted(value: object) -> bool:
 
 
 def clean(facts: Mapping[str, FactValue]) -> Facts:
-    """Facts fit to judge and print: a value (or key) holding a control character becomes unknown.
+    """Facts fit to judge and print: a value (or key) holding a control character, or too long to be a real
+    value (over MAX_VALUE characters), becomes unknown.
 
     A newline, CR, ESC, NUL or Unicode line separator has no business in a version, a path or a GPU name, and one
     would end a `# reason` comment or a printed command line. Wherever the value came from (a probe, the
@@ -260,8 +266,8 @@ def clean(facts: Mapping[str, FactValue]) -> Facts:
     for key, value in facts.items():
         if key == "facts.refused":
             continue
-        if not isinstance(key, str) or has_control(key):
-            refused.append(repr(key)[1:-1] if isinstance(key, str) else repr(key))
+        if not isinstance(key, str) or has_control(key) or len(key) > MAX_VALUE:
+            refused.append(repr(key[:80])[1:-1] if isinstance(key, str) else repr(key)[:80])
             continue
         if _tainted(value):
             out[key] = None

@@ -7,24 +7,37 @@ it part of another word (`al` in `alpha` stays), anything else, `_`, `-`, `.`, `
 they are redacted only inside path- or identifier-like words (holding `/`, `\\`, `@`, `_`, `=`, `:` or `~`), as a
 whole value, or as a whole quoted string in JSON text; longer names everywhere.
 
-    redact(value, home, user)   the same JSON-like value (dict, list, str, ...) with home -> ~ and name -> <user>
+    redact(value, home, user, hosts)   the same JSON-like value (dict, list, str, ...) with home -> ~,
+                                       each name -> <user> and each host name -> <host>
+
+Names match in any letter case and Unicode normal form (`Alice` in /scratch/Alice/, `josé` typed as e + U+0301):
+the text is brought to NFC first, so the characters a person reads are the ones compared.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 USER = "<user>"
+HOST = "<host>"
 SHORT = 2  # names this long or shorter are only redacted inside path-like words
 # Not identifying, and a common word in paths and keys (toolkit_root): only its home folder is redacted.
 _GENERIC = frozenset({"root"})
+# Default host names of installers and images: they identify nobody, and `ubuntu` also names the OS in a report.
+_GENERIC_HOSTS = frozenset({"localhost", "ubuntu", "debian", "fedora", "centos", "rocky", "almalinux", "archlinux",
+                            "raspberrypi", "linux", "docker", "container"})
 _PATHLIKE = re.compile(r"[/\\@_=:~]")
 
 
 def _token(name: str) -> re.Pattern[str]:
     # [^\W_] is a letter or digit in any alphabet: `_` and punctuation end a token, letters do not
-    return re.compile(rf"(?<![^\W_]){re.escape(name)}(?![^\W_])")
+    return re.compile(rf"(?<![^\W_]){re.escape(_nfc(name))}(?![^\W_])", re.IGNORECASE)
+
+
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
 
 
 def _home(home: str) -> re.Pattern[str] | None:
@@ -48,15 +61,29 @@ def redact_text(text: str, homes: list[re.Pattern[str]], name: re.Pattern[str] |
     return re.sub(r"\S+", lambda m: name.sub(USER, m[0]) if _PATHLIKE.search(m[0]) else m[0], text)
 
 
-def redact(value: Any, home: str | list[str], user: str) -> Any:
-    """`value` with every string redacted (dict keys are our own fact names and stay as they are)."""
-    homes = [p for h in ([home] if isinstance(home, str) else home) if h and h != "/" if (p := _home(h))]
-    name = _token(user) if user and user not in _GENERIC else None
-    short = len(user) <= SHORT
+def redact(value: Any, home: str | list[str], user: str | list[str], hosts: list[str] | None = None) -> Any:
+    """`value` with every string redacted (dict keys are our own fact names and stay as they are).
+
+    `user`: the account name, or every name the user goes by (login, passwd entry, SUDO_USER); `hosts`: this
+    machine's names (a short name of 3+ characters is redacted as a token, like a long user name)."""
+    homes = [p for h in ([home] if isinstance(home, str) else home) if h and h != "/" if (p := _home(_nfc(h)))]
+    users = [u for u in dict.fromkeys([user] if isinstance(user, str) else user) if u and u not in _GENERIC]
+    names = [(_token(u), len(u) <= SHORT) for u in sorted(users, key=len, reverse=True)]
+    host_names = [h for h in dict.fromkeys(hosts or []) if len(h) >= 3 and h.lower() not in _GENERIC_HOSTS]
+    # as written (host names are compared case-blind by DNS, but `Node` is also a word in messages)
+    host_tokens = [re.compile(_token(h).pattern) for h in sorted(host_names, key=len, reverse=True)]
+
+    def text(v: str) -> str:
+        v = redact_text(_nfc(v), homes, None, False)
+        for token in host_tokens:  # before names: a host like alice-ws holds the name
+            v = token.sub(HOST, v)
+        for name, short in names:
+            v = redact_text(v, [], name, short)
+        return v
 
     def walk(v: Any) -> Any:
         if isinstance(v, str):
-            return redact_text(v, homes, name, short)
+            return text(v)
         if isinstance(v, dict):
             return {k: walk(x) for k, x in v.items()}
         if isinstance(v, (list, tuple)):

@@ -14,10 +14,21 @@ from olmo_doctor.facts import FACT_KEYS, FactValue, gpu_indices, is_unknown, wit
 from olmo_doctor.findings import Finding, consequences, roots
 from olmo_doctor.rules.causes import AREAS
 from olmo_doctor.rules.model import cause_areas
+from olmo_doctor.shell import CONTROL
 
 MARK = {"ok": "[green]✓[/]", "error": "[red]✗[/]", "warning": "[yellow]![/]", "info": "[blue]•[/]",
         "unknown": "[dim]?[/]"}
 PLAIN_MARK = {"ok": "✓", "error": "✗", "warning": "!", "info": "•", "unknown": "?"}
+
+
+def plain(text: str) -> str:
+    """Text from outside (a log line, a report value, a file name) as rich markup that prints exactly as written.
+
+    Brackets are escaped (`[/]` would crash the printer, `[link=...]` hide a link) and every control character
+    but newline and tab shows as `?`: ESC, the 8-bit CSI U+009B, CR and the bidirectional overrides make a
+    terminal run a sequence or show text other than what the input holds, whatever is left after ANSI colours
+    were stripped."""
+    return escape(CONTROL.sub(lambda m: m[0] if m[0] in "\n\t" else "?", text))
 
 
 def _v(facts: Mapping[str, FactValue], key: str, absent: str = "?") -> str:
@@ -137,11 +148,14 @@ def dumps(result: CheckResult) -> str:
 
 
 def finding_block(finding: Finding, index: int | None = None) -> list[str]:
-    """Rich-markup lines for one finding: title, message, why, and fixes with their grade."""
-    head = f"{MARK[finding.severity]} [bold]{finding.code}[/] {finding.title}"
-    lines = [head, f"    {finding.message}"]
+    """Rich-markup lines for one finding: title, message, why, and fixes with their grade.
+
+    Titles and messages carry fact values (a GPU name, a path from a report), so every text is escaped: a value
+    like `[/]` or `[link=...]` prints as written instead of crashing the printer or hiding a link."""
+    head = f"{MARK[finding.severity]} [bold]{finding.code}[/] {plain(finding.title)}"
+    lines = [head, f"    {plain(finding.message)}"]
     if finding.why:
-        lines.append(f"    [dim]why: {' '.join(finding.why.split())}[/]")
+        lines.append(f"    [dim]why: {plain(' '.join(finding.why.split()))}[/]")
     for fix in finding.fixes:
         if not fix.commands and fix.applicability == "manual" and not fix.title:
             continue
@@ -150,6 +164,6 @@ def finding_block(finding: Finding, index: int | None = None) -> list[str]:
             "unsafe": "[yellow]olmo-doctor fix --apply --unsafe-fixes does this[/]",
             "manual": "[dim]manual[/]",
         }[fix.applicability if fix.automatic or fix.applicability == "manual" else "manual"]
-        lines.append(f"    fix: {fix.title} ({grade})")
-        lines += [f"      [cyan]$ {escape(cmd)}[/]" for cmd in fix.commands]
+        lines.append(f"    fix: {plain(fix.title)} ({grade})")
+        lines += [f"      [cyan]$ {plain(cmd)}[/]" for cmd in fix.commands]
     return lines

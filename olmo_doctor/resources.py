@@ -44,7 +44,7 @@ def read_cache(path: Path) -> object | None:
     """A JSON value cached at `path`, or None when absent or unreadable (a cache is never an error)."""
     try:
         return json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 

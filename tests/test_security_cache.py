@@ -147,3 +147,29 @@ def test_a_source_archive_swapped_after_planning_is_not_unpacked(tmp_path: Path)
     with pytest.raises(UsageError, match="changed since the plan hashed it"):
         prepare(FA, str(archive), tmp_path / "work", sys.executable, sha256=planned)
     assert not (tmp_path / "work" / "src").exists()
+
+
+@pytest.mark.parametrize("mac", [None, "", "0" * 64, "forged"])
+def test_a_planted_wheel_with_a_matching_record_is_refused(tmp_path: Path, fake_python: tuple[str, Path],
+                                                           mac: object) -> None:
+    """Whoever can write the cache can write the record too: its sha256 matches their wheel, but only this
+    user's olmo-doctor can sign it."""
+    py, marker = fake_python
+    root, plan = tmp_path / "cache", _plan()
+    planted = _planted(root, tmp_path, plan)
+    record = {"file": planted.name, "sha256": hashlib.sha256(planted.read_bytes()).hexdigest()}
+    (planted.parent / cache.RECORD).write_text(json.dumps(record if mac is None else {**record, "mac": mac}))
+    wheel, why = cache.find(plan, root)
+    assert wheel is None and why and "not written by olmo-doctor" in why
+    assert cache.recorded_sha256(planted) is None
+    proc = cache.install(planted, py)
+    assert proc.returncode != 0 and not marker.exists()
+
+
+def test_a_signed_record_moved_to_another_key_is_refused(tmp_path: Path) -> None:
+    """A genuine entry copied under another plan's folder (another torch, another arch) is not that plan's."""
+    root, plan = tmp_path / "cache", _plan()
+    stored = cache.store(plan, _wheel(tmp_path), root=root)
+    assert cache.lookup(plan, root) == stored
+    (stored.parent / "key.json").write_text(json.dumps({**plan.cache_key, "archs": "80"}))
+    assert cache.recorded_sha256(stored) is None

@@ -281,3 +281,29 @@ def test_a_symlinked_env_file_is_neither_read_nor_written(world: tuple[Path, Pat
         assert "precious" not in res.output  # its content is not shown in a diff either
     assert_untouched(outside, marker)
     assert (project / ".olmo-doctor" / "env.sh").is_symlink()
+
+
+@pytest.mark.parametrize("member", ["manifest.json", "files/0"])
+@pytest.mark.parametrize("kind", ["fifo", "dir"])
+def test_a_journal_member_that_is_not_a_regular_file_is_refused(world: tuple[Path, Path, Path], member: str,
+                                                                 kind: str) -> None:
+    """A fifo in place of a manifest or backup hung `fix --undo` forever; a folder there is no backup either."""
+    project, outside, marker = world
+    folder = write_entry(project, base_entry())
+    target = folder / member
+    target.unlink()
+    os.mkfifo(target) if kind == "fifo" else target.mkdir()
+    code, line = undo(project)  # the CliRunner call returns, rather than blocking on the fifo
+    assert code == 2 and "not a regular file" in line, line
+    assert_untouched(outside, marker)
+    assert (project / ".olmo-doctor" / "env.sh").read_bytes() == NEW
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir"])
+def test_an_env_file_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+    env = tmp_path / ".olmo-doctor" / "env.sh"
+    env.parent.mkdir()
+    os.mkfifo(env) if kind == "fifo" else env.mkdir()
+    res = CliRunner().invoke(app, ["fix", "--apply", "--only", "env", "--project", str(tmp_path)])
+    assert isinstance(res.exception, UsageError) and "not a regular file" in str(res.exception), res.output
+    assert not (tmp_path / ".olmo-doctor" / "journal").exists()

@@ -88,3 +88,50 @@ def test_short_names_as_whole_values_and_in_json_text(user: str) -> None:
     out = redact(text, home, user)
     assert not leaks(out, user, home), out
     assert json.loads(out) == {"who": "<user>", "exe": "~/bin/python", "cc": "/opt/<user>_gcc/bin/gcc"}
+
+
+@pytest.mark.parametrize("user,value", [
+    ("alice", "/scratch/ALICE/cuda"), ("alice", "/scratch/Alice/cuda"), ("Bob", "/home2/bob/venv"),
+    ("josé", "/data/jose\u0301/x"),  # the name typed as e + combining acute (NFD), as macOS file names are
+    ("jose\u0301", "/data/josé/x"), ("łukasz", "/srv/ŁUKASZ_tools"), ("al", "/x/AL/lib"),
+])
+def test_names_match_in_any_case_and_unicode_form(user: str, value: str) -> None:
+    import unicodedata
+
+    out = redact({"v": value}, f"/home/{user}", user)["v"]
+    assert "<user>" in out, out
+    folded = unicodedata.normalize("NFC", out).casefold()
+    assert unicodedata.normalize("NFC", user).casefold() not in folded.replace("<user>", ""), out
+
+
+def test_every_name_the_user_goes_by_and_the_host_are_redacted(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    """$USER says one name, the passwd entry another (containers, `su`), sudo a third; the host name is the
+    node's, which a shared report should not carry either."""
+    import pwd
+    import socket
+
+    home = tmp_path / "h"
+    home.mkdir()
+    facts: Facts = {"python.executable": "/home/login-name/venv/bin/python", "cuda.home": "/scratch/pw-name/cuda",
+                    "os.conda_env": "/home/sudoer/envs/x", "gcc.path": "/nfs/gpu-node-17/bin/gcc", "gpu.count": 0,
+                    "torch.path": "/mnt/gpu-node-17.cluster.example.org/torch", "os.name": "Ubuntu 22.04"}
+    monkeypatch.setattr("olmo_doctor.api.run_check", lambda **kw: CheckResult(facts, [], {}))
+    monkeypatch.setattr("getpass.getuser", lambda: "login-name")
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: type("P", (), {"pw_name": "pw-name"})())
+    monkeypatch.setattr(socket, "gethostname", lambda: "gpu-node-17.cluster.example.org")
+    monkeypatch.setenv("SUDO_USER", "sudoer")
+    monkeypatch.setenv("HOME", str(home))
+    res = CliRunner().invoke(app, ["report"])
+    assert res.exit_code == 0, res.output
+    for secret in ("login-name", "pw-name", "sudoer", "gpu-node-17"):
+        assert secret not in res.stdout, (secret, res.stdout)
+    out = json.loads(res.stdout)["facts"]
+    assert out["torch.path"] == "/mnt/<host>/torch" and out["gcc.path"] == "/nfs/<host>/bin/gcc"
+    assert out["os.name"] == "Ubuntu 22.04"
+
+
+def test_a_generic_host_name_does_not_shred_the_report() -> None:
+    out = redact({"os": "Ubuntu 22.04", "p": "/home/x/ubuntu/y", "g": "localhost:29500"}, "/home/x", "x",
+                 ["ubuntu", "localhost"])
+    assert out == {"os": "Ubuntu 22.04", "p": "~/ubuntu/y", "g": "localhost:29500"}

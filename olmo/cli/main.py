@@ -106,7 +106,8 @@ def prepare_data(
     n_tok = sum(s.num_tokens for s in res.shards)
     n_docs = sum(s.num_docs for s in res.shards)
     if res.already_done:
-        out.print(f"{output} is already prepared from these inputs: {len(res.shards)} shards, {n_tok:,} tokens")
+        out.print(f"{escape(str(output))} is already prepared from these inputs: {len(res.shards)} shards, "
+                  f"{n_tok:,} tokens")
         if json_:
             jsonout.emit(summaries.prepared(output, res, tok))
         return
@@ -114,12 +115,12 @@ def prepare_data(
         out.print(f"resumed an interrupted run: kept {res.resumed_from} finished shard(s)")
     for path, st in res.stats.items():
         if st.bad:
-            err.print(f"[yellow]warning:[/] {path}: skipped {st.bad} line(s) that are not JSON with a string "
-                      f"'text' (first: line {st.first_bad_line})")
+            err.print(f"[yellow]warning:[/] {escape(str(path))}: skipped {st.bad} line(s) that are not JSON with a "
+                      f"string 'text' (first: line {st.first_bad_line})")
         if st.empty:
-            err.print(f"[yellow]warning:[/] {path}: skipped {st.empty} empty document(s)")
+            err.print(f"[yellow]warning:[/] {escape(str(path))}: skipped {st.empty} empty document(s)")
     rate = res.tokens_this_run / max(res.seconds, 1e-9)
-    out.print(f"wrote {len(res.shards)} shard(s), {n_tok:,} tokens, {n_docs:,} documents to {output} "
+    out.print(f"wrote {len(res.shards)} shard(s), {n_tok:,} tokens, {n_docs:,} documents to {escape(str(output))} "
               f"in {res.seconds:.1f}s ({rate:,.0f} tokens/s, {max(res.workers, 1)} worker process(es)); "
               f"dtype {dtype_for_vocab(tok.vocab_size)}, vocab {tok.vocab_size:,}, EOS id {tok.eos_id}")
     if json_:
@@ -216,9 +217,10 @@ def doctor_gate(plan_device: str, skip: bool) -> None:
     if not result.has_errors:
         return
     errors = [f for f in result.findings if f.severity == "error"]
-    err.print(f"[bold red]olmo-doctor found {len(errors)} problem(s) that break training on {plan_device}:[/]")
+    err.print(f"[bold red]olmo-doctor found {len(errors)} problem(s) that break training on "
+              f"{escape(str(plan_device))}:[/]")
     for f in errors:
-        err.print(f"  [red]✗[/] {f.title} [dim]({f.code})[/]")
+        err.print(f"  [red]✗[/] {escape(f.title)} [dim]({f.code})[/]")
         for fix in f.fixes:
             for cmd in fix.commands:
                 err.print(f"      $ {cmd}", markup=False)
@@ -331,7 +333,8 @@ def train_cmd(
         raise typer.Exit(1) from None
     ev = f", eval loss {res.eval_loss:.4f}" if res.eval_loss is not None else ""
     if world_from_env().is_main:
-        out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}")
+        out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; "
+                  f"checkpoint {escape(str(res.checkpoint))}")
     if json_:
         jsonout.emit(summaries.trained(cfg, res))
 
@@ -395,8 +398,8 @@ def import_hf_cmd(
         jsonout.emit(summaries.imported(path, model))
     tok = path / "tokenizer.json"
     if not tok.is_file():  # never point at a file this command did not write
-        err.print(f"[yellow]warning:[/] {hf_dir} has no tokenizer.json, so none was copied; tokenize your data with "
-                  "the model's own tokenizer.json and pass it to `olmo export-hf --tokenizer` later")
+        err.print(f"[yellow]warning:[/] {escape(str(hf_dir))} has no tokenizer.json, so none was copied; tokenize your "
+                  "data with the model's own tokenizer.json and pass it to `olmo export-hf --tokenizer` later")
     out.print(f"wrote {path}: {model.num_params() / 1e6:,.1f}M parameters, {model.n_layers} layers; fine-tune with\n"
               f"  olmo prepare-data -i docs.jsonl -o data/ft -t {tok if tok.is_file() else 'MODEL/tokenizer.json'}\n"
               f"  olmo train {path / 'recipe.yaml'} --set data.paths=[data/ft]", markup=False)

@@ -149,7 +149,12 @@ class ShardWriter:
     def __init__(self, directory: Path, index: int, dtype: str):
         self.directory, self.name, self.dtype = directory, shard_name(index), dtype
         self.tmp = directory / f".{self.name}.tmp"
-        self.f = open(self.tmp, "wb")  # noqa: SIM115 (open until finish(): the shard is written in pieces)
+        # A leftover temp (a killed run) is removed, never written through: one planted as a symlink to another
+        # file would have that file overwritten with tokens. O_EXCL then creates a fresh file of our own.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.tmp)
+        fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # umask applies
+        self.f = os.fdopen(fd, "wb")  # open until finish(): the shard is written in pieces
         self.sha = hashlib.sha256()
         self.crcs: list[str] = []
         self.crc, self.in_block = 0, 0
@@ -220,7 +225,7 @@ def _read_job(out: Path) -> dict[str, Any] | None:
     """The job prepare.json describes; None when there is none or it is not one (then it is another job's)."""
     try:
         job = json.loads((out / JOB_FILE).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return job if isinstance(job, dict) else None
 

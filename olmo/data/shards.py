@@ -120,7 +120,7 @@ def load_manifest(directory: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_bytes())
     except OSError as e:
         raise ManifestError(f"{path} cannot be read ({e.strerror})") from None
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ManifestError(f"{path} is not valid JSON; rerun `olmo prepare-data` to rewrite it") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ManifestError(f"{path} is not an olmo token-shard manifest (format {FORMAT!r} missing)")
@@ -160,7 +160,7 @@ def read_sidecars(directory: Path) -> list[ShardMeta]:
     for side in sorted(directory.glob("part-*.json")):
         try:
             raw = json.loads(side.read_bytes())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         resume = raw.get("resume_after") if isinstance(raw, dict) else None
         whole = isinstance(resume, dict) and all(_int(resume.get(k)) for k in ("input", "records"))

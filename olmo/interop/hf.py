@@ -204,8 +204,16 @@ def _publish(tmp: Path, out: Path, overwrite: bool) -> None:
         os.rename(out, old)
     os.rename(tmp, out)
     fsync_dir(out.parent)
-    if old.exists():
-        shutil.rmtree(old)
+    _remove(old)
+
+
+def _remove(path: Path) -> None:
+    """Delete a folder we moved aside or left behind; a symlink there (to another folder) loses only the link:
+    rmtree refuses links, and what one points at is not ours to delete."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
 
 
 def _umask() -> int:
@@ -217,8 +225,7 @@ def _umask() -> int:
 def _temp_dir(out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    _remove(tmp)
     tmp.mkdir()
     return tmp
 
@@ -323,7 +330,7 @@ def _index_files(index: Path) -> list[str]:
     try:
         weight_map = json.loads(index.read_bytes())["weight_map"]
         names = list(weight_map.values())
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, RecursionError, KeyError, TypeError, AttributeError):
         raise ConfigError(f"{index} is not a safetensors index (JSON with a weight_map); download it again") from None
     for n in names:
         if not isinstance(n, str) or not n or "/" in n or "\\" in n or n in (".", ".."):
@@ -338,7 +345,7 @@ def _read_hf_config(conf: Path) -> ModelConfig:
         raw = json.loads(conf.read_bytes())
     except OSError as e:
         raise ConfigError(f"{conf} cannot be read ({e.strerror})") from None
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ConfigError(f"{conf} is not valid JSON; download it again") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{conf} is not a JSON object; give a Hugging Face model folder")

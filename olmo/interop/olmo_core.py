@@ -170,7 +170,7 @@ def read_model_config(path: Path) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(conf.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise ValueError(f"{conf} is not JSON ({e})") from None
     model = data.get("model") if isinstance(data, dict) else None
     if not isinstance(model, dict):
@@ -200,6 +200,8 @@ _ALLOWED = {("torch.serialization", "_get_layout"), ("pathlib", "PosixPath"), ("
 
 
 def _safe_class(module: str, name: str) -> Any:
+    import dataclasses
+    import enum
     import importlib
 
     import torch
@@ -215,7 +217,10 @@ def _safe_class(module: str, name: str) -> Any:
             return value
     elif module in _DCP_MODULES and not name.startswith("__"):
         value = getattr(importlib.import_module(module), name, None)
-        if isinstance(value, type):  # its dataclasses and enums, never a function
+        # its own dataclasses and enums only: never a function, a class it merely imports (Tensor, Path), or one
+        # whose constructor acts (FileSystemWriter, the loaders that start threads)
+        if isinstance(value, type) and value.__module__ == module and (
+                dataclasses.is_dataclass(value) or issubclass(value, enum.Enum)):
             return value
     elif (module, name) in _ALLOWED:
         return getattr(importlib.import_module(module), name)

@@ -6,9 +6,10 @@ source) and wheel.json (the wheel's file name and the sha256 it had when we stor
 arch or another Python gives another digest, so a stale wheel is never installed; the same request installs from
 here with one `pip install` of a local file.
 
-A cache folder is only a folder: anyone who can write it can drop a wheel in. So a wheel is installed as
-"cached" only when it is the exact file we recorded and its bytes still hash to what we recorded; anything else
-(no record, another file, a symlink, changed bytes) is refused with a reason and rebuilt. `install` copies the
+A cache folder is only a folder: anyone who can write it can drop a wheel in, and a record beside it. So a wheel
+is installed as "cached" only when it is the exact file we recorded, its bytes still hash to what we recorded, and
+the record carries an HMAC under this user's key (fix/journal_key.py); anything else (no record, a record someone
+else wrote, another file, a symlink, changed bytes) is refused with a reason and rebuilt. `install` copies the
 wheel into a private folder and checks that copy, so the bytes pip installs are the bytes that were checked.
 """
 
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from olmo_doctor.build.plan import BuildPlan
+from olmo_doctor.errors import UsageError
+from olmo_doctor.fix import journal_key
 from olmo_doctor.resources import user_cache_dir
 
 RECORD = "wheel.json"
@@ -54,17 +57,23 @@ def find(plan: BuildPlan, root: Path | None = None) -> tuple[Path | None, str | 
     d = entry_dir(plan, root)
     try:
         key = json.loads((d / "key.json").read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None, None
     if key != plan.cache_key:
         return None, None
     try:
         record = json.loads((d / RECORD).read_text())
         name, digest = record["file"], record["sha256"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, RecursionError, KeyError, TypeError):
         return None, f"{d} has no record of the wheel it holds; refusing it"
     if not isinstance(name, str) or not _WHEEL_NAME.match(name) or not isinstance(digest, str):
         return None, f"{d / RECORD} is malformed; refusing the cached wheel"
+    try:
+        signed = journal_key.valid(_signed(name, digest, key), record.get("mac"))
+    except UsageError as e:  # no usable key: nothing in the cache can be trusted
+        return None, f"{d} cannot be checked ({e}); refusing it"
+    if not signed:  # whoever can write the cache folder can also write a record that matches their wheel
+        return None, f"{d / RECORD} was not written by olmo-doctor for this user; refusing the cached wheel"
     wheel = d / name
     try:
         st = os.lstat(wheel)
@@ -77,18 +86,28 @@ def find(plan: BuildPlan, root: Path | None = None) -> tuple[Path | None, str | 
     return wheel, None
 
 
+def _signed(name: str, digest: str, key: object) -> bytes:
+    """What a record's HMAC (the user's journal key) covers: the wheel's name, its sha256 and the cache key."""
+    return json.dumps({"file": name, "sha256": digest, "key": key}, sort_keys=True, separators=(",", ":")).encode()
+
+
 def lookup(plan: BuildPlan, root: Path | None = None) -> Path | None:
     """The cached wheel for this plan's key, if one was stored, its key still matches and its bytes are intact."""
     return find(plan, root)[0]
 
 
 def recorded_sha256(wheel: Path) -> str | None:
-    """The sha256 stored beside a cached wheel, or None."""
+    """The sha256 stored beside a cached wheel by this user's olmo-doctor (its record's HMAC checks), or None."""
     try:
         record = json.loads((wheel.parent / RECORD).read_text())
-    except (OSError, ValueError):
+        key = json.loads((wheel.parent / "key.json").read_text())
+    except (OSError, ValueError, RecursionError):
         return None
     ok = isinstance(record, dict) and record.get("file") == wheel.name and isinstance(record.get("sha256"), str)
+    try:
+        ok = ok and journal_key.valid(_signed(wheel.name, record["sha256"], key), record.get("mac"))
+    except UsageError:
+        return None
     return record["sha256"] if ok else None
 
 
@@ -98,7 +117,9 @@ def store(plan: BuildPlan, wheel: Path, extra: dict[str, Any] | None = None, roo
     d.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=".tmp-"))
     shutil.copyfile(wheel, tmp / wheel.name)
-    record = {"file": wheel.name, "sha256": sha256_of(tmp / wheel.name)}  # the bytes in the cache, as copied
+    digest = sha256_of(tmp / wheel.name)  # the bytes in the cache, as copied
+    record = {"file": wheel.name, "sha256": digest, "mac": journal_key.sign(_signed(wheel.name, digest,
+                                                                                   plan.cache_key))}
     (tmp / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True))
     (tmp / "key.json").write_text(json.dumps(plan.cache_key, indent=1, sort_keys=True))
     (tmp / "build.json").write_text(json.dumps(extra or {}, indent=1, sort_keys=True))

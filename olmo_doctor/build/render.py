@@ -5,10 +5,10 @@ from __future__ import annotations
 import shlex
 
 from rich.console import Console
-from rich.markup import escape
 
 from olmo_doctor.build.plan import BuildPlan
 from olmo_doctor.findings import Finding
+from olmo_doctor.render import plain
 from olmo_doctor.shell import has_control, quote
 
 _MARK = {"error": "[red]✗[/red]", "warning": "[yellow]![/yellow]", "info": "[blue]i[/blue]"}
@@ -16,27 +16,30 @@ _MARK = {"error": "[red]✗[/red]", "warning": "[yellow]![/yellow]", "info": "[b
 
 def print_findings(console: Console, findings: list[Finding]) -> None:
     for f in findings:
-        console.print(f"  {_MARK.get(f.severity, '-')} [bold]{f.code}[/bold] {f.title}")
+        console.print(f"  {_MARK.get(f.severity, '-')} [bold]{f.code}[/bold] {plain(f.title)}")
         if f.message:
-            console.print(f"      {escape(f.message)}", highlight=False, soft_wrap=True)
+            console.print(f"      {plain(f.message)}", highlight=False, soft_wrap=True)
         for fix in f.fixes:
             for cmd in fix.commands:
-                console.print(f"      [green]$[/green] {escape(cmd)}", highlight=False, soft_wrap=True)
+                console.print(f"      [green]$[/green] {plain(cmd)}", highlight=False, soft_wrap=True)
 
 
 def print_plan(console: Console, plan: BuildPlan) -> None:
     s = plan.sizing
     target = ", ".join(f"{g}" for g in plan.gpus) or "given by --arch"
-    console.print(f"[bold]{plan.package} {plan.version}[/bold]" + (f"  (subset {plan.subset})" if plan.subset else ""))
+    console.print(f"[bold]{plain(plan.package)} {plain(plan.version)}[/bold]"
+                  + (f"  (subset {plain(plan.subset)})" if plan.subset else ""))
     console.print(
         f"  target      {target}: compute capability {', '.join(plan.compute_capabilities) or '-'}"
         f" -> archs {', '.join(plan.archs) or '-'}",
         highlight=False,
+        markup=False,  # GPU names, paths and reasons are data: `[/]` in one is text
     )
     src = plan.source
     console.print(
         f"  source      {src['location']}" + (f" (sha256 {src['sha256']})" if src.get("sha256") else ""),
         highlight=False,
+        markup=False,
     )
     console.print(
         f"  work        {plan.translation_units} translation units"
@@ -45,15 +48,17 @@ def print_plan(console: Console, plan: BuildPlan) -> None:
         + f"; MAX_JOBS {s.reason}; nvcc "
         f"--threads {plan.nvcc_threads}",
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
     console.print(
         f"  memory      predicted peak {plan.predicted_peak_gb:g} GB (heaviest job {s.gb_per_job:g} GB)"
         + (f" of {s.memory_gb:g} GB available" if s.memory_gb is not None else ""),
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
-    console.print(f"  cache key   {plan.cache_digest}", highlight=False)
+    console.print(f"  cache key   {plan.cache_digest}", highlight=False, markup=False)
     env = " ".join(f"{k}={quote(v) if not has_control(v) else '<refused: control characters>'}"
                    for k, v in plan.env.items())
     console.print("  command", highlight=False)

@@ -104,17 +104,63 @@ def check_tree(tree: Path, recipe: Recipe) -> None:
         )
 
 
-def _unpack(sdist: Path, dest: Path) -> None:
-    with tarfile.open(sdist) as tar:
-        tops = {m.name.split("/", 1)[0] for m in tar.getmembers()}
-        if len(tops) != 1:
+# An sdist of flash-attn or xformers unpacks to well under 200 MB in a few thousand files; anything past these
+# bounds is a decompression bomb, refused before its bytes are written.
+MAX_UNPACKED = 2 * 2**30
+MAX_MEMBERS = 200_000
+
+
+def _members(tar: tarfile.TarFile, sdist: Path) -> str:
+    """Check every member before anything is written; returns the one top-level folder.
+
+    Only regular files, folders and links are allowed, each under one top folder, no `..`, no absolute names,
+    within MAX_UNPACKED bytes and MAX_MEMBERS entries. Checked here for every Python: the `data` filter
+    (extractall below) also refuses links out of the tree, but older Pythons have none."""
+    top: str | None = None
+    total = 0
+    for count, m in enumerate(tar, 1):  # lazily: a bomb is refused at the header crossing a bound, not after it all
+        total += max(m.size, 0)
+        if count > MAX_MEMBERS or total > MAX_UNPACKED:
+            raise UsageError(f"{sdist} unpacks to more than {MAX_UNPACKED >> 30} GiB or {MAX_MEMBERS} files; "
+                             "not an sdist (a decompression bomb?)")
+        parts = [p for p in m.name.replace("\\", "/").split("/") if p not in ("", ".")]  # `tar -C dir .`: ./pkg/
+        if not parts and m.isdir():
+            continue  # the archive's own "./" folder
+        if m.name.startswith("/") or ".." in parts or not parts:
+            raise UsageError(f"{sdist}: member {m.name[:200]!r} points outside one top folder; not an sdist")
+        if not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+            raise UsageError(f"{sdist}: member {m.name[:200]!r} is a device, fifo or other special file; "
+                             "not an sdist")
+        if m.issym() or m.islnk():  # a link's target stays inside the top folder too
+            base = "/".join(parts[:-1]) if m.issym() else ""
+            target = os.path.normpath(os.path.join(base, m.linkname)).split(os.sep)
+            if m.linkname.startswith("/") or target[0] != parts[0]:
+                raise UsageError(f"{sdist}: link {m.name[:200]!r} points outside the sdist ({m.linkname[:200]!r})")
+        if top is not None and parts[0] != top:
             raise UsageError(f"{sdist} is not an sdist (one top-level folder expected)")
-        try:
-            tar.extractall(dest.parent / ".unpack", filter="data")
-        except TypeError:  # Python < 3.10.12 has no extraction filters
-            tar.extractall(dest.parent / ".unpack")
-    shutil.move(str(dest.parent / ".unpack" / tops.pop()), dest)
-    shutil.rmtree(dest.parent / ".unpack")
+        top = parts[0]
+    if top is None:
+        raise UsageError(f"{sdist} is empty; not an sdist")
+    return top
+
+
+def _unpack(sdist: Path, dest: Path) -> None:
+    staging = dest.parent / ".unpack"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        with tarfile.open(sdist) as tar:
+            top = _members(tar, sdist)
+            try:
+                tar.extractall(staging, filter="data")
+            except TypeError:  # Python < 3.10.12 has no extraction filters; _members checked the names
+                tar.extractall(staging)
+        if not (staging / top).is_dir() or (staging / top).is_symlink():
+            raise UsageError(f"{sdist}: its top-level entry {top!r} is not a folder; not an sdist")
+        shutil.move(str(staging / top), dest)
+    except (tarfile.TarError, EOFError, OSError, ValueError) as e:  # corrupt gzip, links out (FilterError), ...
+        raise UsageError(f"{sdist} cannot be unpacked safely ({e}); pass a source folder or a sound sdist") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def prepare(recipe: Recipe, source: str | None, work_dir: Path, python: str, sha256: str | None = None) -> Path:

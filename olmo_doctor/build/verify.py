@@ -91,7 +91,7 @@ def record(result: dict[str, Any], path: Path | None = None) -> Path:
         data = json.loads(path.read_text())
         if data.get("schema") != SCHEMA:
             data = {"schema": SCHEMA, "results": []}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         data = {"schema": SCHEMA, "results": []}
     same = ("gpu", "torch", "package")
     data["results"] = [r for r in data["results"] if any(r.get(k) != result.get(k) for k in same)] + [result]
@@ -105,7 +105,7 @@ def preferred_backend(gpu: str, torch_version: str, path: Path | None = None) ->
     else 'sdpa'."""
     try:
         results = json.loads((path or state_path()).read_text()).get("results", [])
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return "sdpa"
     best, best_ms = "sdpa", None
     for r in results:

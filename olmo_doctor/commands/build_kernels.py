@@ -194,6 +194,7 @@ def _build_one(
     from olmo_doctor.build import cache, execute, render
     from olmo_doctor.build import source as src_mod
     from olmo_doctor.build.subset import apply_subset
+    from olmo_doctor.render import plain
     from olmo_doctor.resources import user_cache_dir
 
     python = p.argv[0]
@@ -211,7 +212,7 @@ def _build_one(
         outcome.update(status="cached", wheel=str(cached), install_s=round(time.monotonic() - start, 2))
         console.print(
             f"[green]✓[/green] {p.package} {p.version} installed from cache in "
-            f"{outcome['install_s']:.1f} s ({cached})",
+            f"{outcome['install_s']:.1f} s ({plain(str(cached))})",
             highlight=False,
         )
     else:
@@ -243,7 +244,7 @@ def _build_one(
             if pending:
                 pending.cancel()
             verdict = execute.explain_failure(log)
-            console.print(f"[red]✗ build failed[/red] after {result.wall_s:.0f} s; full log: {log}")
+            console.print(f"[red]✗ build failed[/red] after {result.wall_s:.0f} s; full log: {plain(str(log))}")
             console.print(f"  {verdict['title']}\n  {verdict['message']}", highlight=False, markup=False)
             for cmd in verdict["fixes"]:
                 console.print(f"  $ {cmd}", highlight=False, markup=False)
@@ -260,7 +261,7 @@ def _build_one(
         shutil.rmtree(work, ignore_errors=True)  # objects are in the wheel now; the cache keeps the wheel
         outcome.update(status="built", wheel=str(stored))
         console.print(
-            f"[green]✓[/green] built {stored.name} in {result.wall_s:.0f} s, peak RAM "
+            f"[green]✓[/green] built {plain(stored.name)} in {result.wall_s:.0f} s, peak RAM "
             f"{result.peak_rss_gb:.1f} GB (predicted {p.predicted_peak_gb:g} GB)",
             highlight=False,
         )
@@ -293,6 +294,7 @@ def _start_check(recipe: Any, p: Any, python: str) -> Any:
 
 def _verify(console: Console, recipe: Any, p: Any, python: str, pending: Any = None) -> bool | None:
     from olmo_doctor.build import verify
+    from olmo_doctor.render import plain
 
     if not p.gpus:
         console.print(
@@ -302,7 +304,8 @@ def _verify(console: Console, recipe: Any, p: Any, python: str, pending: Any = N
     dims, expect = _subset_dims(recipe, p)
     res = pending.finish(expect) if pending else verify.verify(p.package, python, dims, subset_text=expect)
     if not res.get("ok"):
-        console.print(f"[red]✗ GPU check failed[/red]: {'; '.join(res.get('problems', []))}", highlight=False)
+        problems = "; ".join(map(str, res.get("problems", [])))
+        console.print(f"[red]✗ GPU check failed[/red]: {plain(problems)}", highlight=False)
         if "gpu" in res:
             verify.record(res)
         return False

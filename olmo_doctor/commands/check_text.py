@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 
 from olmo_doctor import __version__
 from olmo_doctor.api import CheckResult
 from olmo_doctor.findings import consequences, roots
-from olmo_doctor.render import AREAS, MARK, area_lines, area_status, finding_block
+from olmo_doctor.render import AREAS, MARK, area_lines, area_status, finding_block, plain
 from olmo_doctor.shell import UnsafeValue, comment, env_line
 
 
 def print_result(result: CheckResult, verbose: bool = False, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=False)
-    source = f"report {result.from_report}" if result.from_report else "this machine"
+    source = f"report {plain(str(result.from_report))}" if result.from_report else "this machine"
     console.print(f"[bold]olmo-doctor {__version__}[/] · {source} · scope {result.scope} · "
                   f"{result.elapsed_s:.2f} s")
     lines, status = area_lines(result.facts), area_status(result.findings, result.facts)
     for area in AREAS:
-        console.print(f" {MARK[status[area]]} [bold]{area:<12}[/] {lines[area]}", overflow="fold")
+        console.print(f" {MARK[status[area]]} [bold]{area:<12}[/] {plain(lines[area])}", overflow="fold")
     if result.from_report and any("?" in line for line in lines.values()):
         console.print("   [dim]? = the report does not say; checks that need it were skipped[/]")
     top = roots(result.findings)
@@ -36,11 +35,13 @@ def print_result(result: CheckResult, verbose: bool = False, console: Console | 
                 console.print(line, overflow="fold")
             # what follows from this root cause: one line each, fixed by fixing the root
             for sub in consequences(result.findings, finding):
-                console.print(f"    ↳ {MARK[sub.severity]} {sub.code} {sub.title} [dim](follows from {finding.code}; "
+                console.print(f"    ↳ {MARK[sub.severity]} {sub.code} {plain(sub.title)} "
+                              f"[dim](follows from {finding.code}; "
                               f"olmo-doctor explain {sub.code})[/]", overflow="fold")
             console.print()
     for finding in infos:
-        console.print(f" {MARK['info']} {finding.code} {finding.title} [dim](olmo-doctor explain {finding.code})[/]")
+        console.print(f" {MARK['info']} {finding.code} {plain(finding.title)} "
+                      f"[dim](olmo-doctor explain {finding.code})[/]")
     if result.env:
         console.print("\n[bold]Recommended environment[/] (eval \"$(olmo-doctor env)\" or olmo-doctor fix --apply):")
         for name, var in result.env.items():
@@ -48,11 +49,12 @@ def print_result(result: CheckResult, verbose: bool = False, console: Console | 
                 line = env_line(name, var.value, var.reason)
             except UnsafeValue:
                 continue  # the facts layer drops such values; never print one as a command
-            console.print(f"  [cyan]{escape(line)}[/]", overflow="fold")
+            console.print(f"  [cyan]{plain(line)}[/]", overflow="fold")
     dropped = result.facts.get("facts.refused")
     if isinstance(dropped, list) and dropped:
         refused = ", ".join(dropped)
-        console.print(f"\n[dim]{escape(comment('unknown: values with control characters were refused: ' + refused))}"
+        note = comment("unknown: values with control characters or too long were refused: " + refused)
+        console.print(f"\n[dim]{plain(note)}"
                       "[/]", overflow="fold")
     errors = sum(worst[f.code] == "error" for f in top)
     warnings = sum(worst[f.code] == "warning" for f in top)

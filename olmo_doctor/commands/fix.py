@@ -52,6 +52,8 @@ def _read_env_file(path: Path) -> str | None:
         raise UsageError(f"{path} is a symlink; fix --apply writes a real file there, so move the link away")
     if not path.exists():
         return None
+    if not path.is_file():  # a fifo would hang the read; a folder or device is not ours either
+        raise UsageError(f"{path} is not a regular file; fix --apply writes a real file there, so move it away")
     try:
         return path.read_text()
     except (OSError, UnicodeDecodeError) as e:

@@ -30,14 +30,11 @@ def register(app: typer.Typer) -> None:
 
         result = run_check(scope="all", deep=deep)
         data = {REPORT_MARK: 1, "olmo_doctor_version": __version__, **to_json(result)}
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):
-            user = ""
         home = str(Path.home())
         homes = list(dict.fromkeys([home, os.path.realpath(home)]))  # /home/x and where it really lives
         # redacted as decoded strings, then serialised: the JSON escapes of non-ASCII names never hide one
-        text = json.dumps(redact(json.loads(json.dumps(data, default=str)), homes, user), indent=2) + "\n"
+        text = json.dumps(redact(json.loads(json.dumps(data, default=str)), homes, _user_names(), _host_names()),
+                          indent=2) + "\n"
         if output is None:
             typer.echo(text, nl=False)
             return
@@ -48,3 +45,32 @@ def register(app: typer.Typer) -> None:
         except OSError as e:
             raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
         typer.echo(f"wrote {output}; share it, or read it anywhere with: olmo-doctor check --from-report {output}")
+
+
+def _user_names() -> list[str]:
+    """Every name this user goes by: $USER/$LOGNAME (getpass), the passwd entry of the uid (they differ in
+    containers and after `su`), and the person behind sudo, whose home the venv usually lives in."""
+    names = []
+    try:
+        names.append(getpass.getuser())
+    except (KeyError, OSError):
+        pass
+    try:
+        import pwd
+
+        names.append(pwd.getpwuid(os.getuid()).pw_name)
+    except (ImportError, KeyError, OSError):
+        pass
+    names.append(os.environ.get("SUDO_USER", ""))
+    return [n for n in dict.fromkeys(names) if n]
+
+
+def _host_names() -> list[str]:
+    """This machine's name, full and short (node12.cluster.org and node12)."""
+    import socket
+
+    try:
+        host = socket.gethostname()
+    except OSError:
+        return []
+    return [host, host.split(".")[0]] if host else []

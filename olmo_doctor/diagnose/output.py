@@ -14,13 +14,12 @@ import re
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from olmo_doctor.diagnose import Diagnosis
 from olmo_doctor.diagnose.rank import Evidence
 from olmo_doctor.facts import with_defaults
 from olmo_doctor.findings import Finding
-from olmo_doctor.render import MARK, finding_block
+from olmo_doctor.render import MARK, finding_block, plain
 
 SHOWN_LINES = 5
 # Words that mark an error line; found with str.find (fast on any size), then confirmed with _ERROR_LINE.
@@ -73,7 +72,7 @@ def _quote(console: Console, finding: Finding, ev: Evidence) -> None:
     for m in finding.matched_lines[:SHOWN_LINES]:
         tag = " [dim](symptom)[/]" if m.line in symptoms else ""
         # soft wrap: a quoted log line stays whole (copyable); the terminal wraps it
-        console.print(f"  [dim]{m.line:>7}[/] [bold]│[/] {escape(m.text)}{tag}", soft_wrap=True)
+        console.print(f"  [dim]{m.line:>7}[/] [bold]│[/] {plain(m.text)}{tag}", soft_wrap=True)
     more = len({h.line for h in ev.hits}) - min(len(finding.matched_lines), SHOWN_LINES)
     if more > 0:
         console.print(f"    [dim]… and {more} more matching line(s)[/]")
@@ -89,11 +88,11 @@ def _block(console: Console, finding: Finding, head: str) -> None:
 def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=False)
     facts = " · with machine facts" if diag.facts else ""
-    console.print(f"[bold]olmo-doctor diagnose[/] · {escape(name)} · {diag.lines:,} lines{facts} · "
+    console.print(f"[bold]olmo-doctor diagnose[/] · {plain(name)} · {diag.lines:,} lines{facts} · "
                   f"{diag.elapsed_s:.2f} s" + ("" if diag.cuts else "\n"))
     if diag.cuts:
         for sentence in diag.cuts.sentences():
-            console.print(f"[yellow]Input cut:[/] {escape(sentence)}", overflow="fold")
+            console.print(f"[yellow]Input cut:[/] {plain(sentence)}", overflow="fold")
         console.print()
     pairs = list(zip(diag.findings, diag.evidence, strict=True))
     named = [(f, ev) for f, ev in pairs if ev.hits and ev.tier < 2]  # a cause line, or symptoms the facts back
@@ -103,7 +102,7 @@ def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> No
         if i == 1:
             console.print("[bold]Other possible causes[/] (less likely):\n")
         label = "Root cause: " if i == 0 and ev.tier == 0 else "Likely cause: " if i == 0 else f"{i + 1}. "
-        head = (f"{MARK[finding.severity]} [bold]{label}{finding.code}[/] {escape(finding.title)} "
+        head = (f"{MARK[finding.severity]} [bold]{label}{finding.code}[/] {plain(finding.title)} "
                 f"[dim](confidence {finding.confidence:.2f})[/]")
         console.print(head, overflow="fold")
         _quote(console, finding, ev)
@@ -114,14 +113,14 @@ def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> No
     if echoes:
         console.print("[bold]Lines that often follow these causes[/] (not enough to name one):")
         for finding, ev in echoes:
-            console.print(f" • {finding.code} {escape(finding.title)} [dim](olmo-doctor explain {finding.code})[/]",
+            console.print(f" • {finding.code} {plain(finding.title)} [dim](olmo-doctor explain {finding.code})[/]",
                           overflow="fold")
             _quote(console, finding, ev)
         console.print()
     if facts_only:
         console.print("[bold]Also on this machine[/] (from its facts; the log does not show it):")
         for finding, _ev in facts_only:
-            console.print(f" {MARK[finding.severity]} {finding.code} {escape(finding.title)} "
+            console.print(f" {MARK[finding.severity]} {finding.code} {plain(finding.title)} "
                           f"[dim](olmo-doctor explain {finding.code})[/]", overflow="fold")
         console.print()
     if named:
@@ -130,12 +129,12 @@ def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> No
 
 
 def _nothing(console: Console, diag: Diagnosis, name: str) -> None:
-    console.print(f"[yellow bold]? No known root cause recognised in {escape(name)}.[/]")
+    console.print(f"[yellow bold]? No known root cause recognised in {plain(name)}.[/]")
     errors = error_lines(diag.tail.decode("utf-8", "replace"), line0=diag.tail_line)
     if errors:
         console.print("  It does contain error lines; the first one is usually the root cause:")
         for number, line in errors:
-            console.print(f"  [dim]{number:>7}[/] [bold]│[/] {escape(line)}", soft_wrap=True)
+            console.print(f"  [dim]{number:>7}[/] [bold]│[/] {plain(line)}", soft_wrap=True)
     else:
         console.print("  It shows no error line at all: it may have been cut before the failure.")
     console.print("\n  What to collect next:")

@@ -166,7 +166,7 @@ class Journal:
             manifest = json.loads(safety.member(folder, "manifest.json", entry_id).read_text())
             entry, digest, mac = manifest["entry"], manifest["sha256"], manifest.get("mac")
             body = _canonical(entry)
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, RecursionError, KeyError, TypeError) as e:
             raise JournalError(f"journal entry {entry_id}: manifest.json is unreadable ({e}); "
                                f"inspect or move away {folder}") from None
         if manifest.get("format") != FORMAT or sha256_bytes(body) != digest:

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from olmo_doctor.fix.envfile import BEGIN, END, ENV_FILE, HEADER
 from olmo_doctor.fix.journal import Entry
 from olmo_doctor.fix.plan import FixPlan, PlanItem
 from olmo_doctor.fix.recheck import Recheck
+from olmo_doctor.render import plain
 
 GRADE = {"safe": "[green]safe  [/]", "unsafe": "[yellow]unsafe[/]", "manual": "[blue]manual[/]"}
 STATUS_NOTE = {"done": "[dim]done[/]", "needs_unsafe": "[yellow]held back[/]", "needs_venv": "[red]held back[/]",
@@ -32,30 +32,30 @@ def _item(console: Console, item: PlanItem, verbose: bool, width: int) -> None:
     grade = GRADE.get(item.applicability, item.applicability)
     codes = ", ".join(item.codes)
     note = STATUS_NOTE.get(item.status, "")
-    console.print(f" {grade} [bold]{codes:<{width}}[/] {escape(item.description)} {note}", overflow="fold")
+    console.print(f" {grade} [bold]{codes:<{width}}[/] {plain(item.description)} {note}", overflow="fold")
     pad = " " * (width + 9)
     if item.reason and item.status != "apply":
-        console.print(f"{pad}[dim]{escape(item.reason)}[/]", overflow="fold")
+        console.print(f"{pad}[dim]{plain(item.reason)}[/]", overflow="fold")
     if item.status in ("apply", "needs_unsafe", "needs_venv"):
         diff = item.diff if verbose else [ln for ln in item.diff if not _boilerplate(ln[1:])]
         for line in diff[: None if verbose else 12]:
             color = "green" if line.startswith("+") else "red"
-            console.print(f"{pad}[{color}]{escape(line)}[/]", overflow="fold")
+            console.print(f"{pad}[{color}]{plain(line)}[/]", overflow="fold")
         if len(diff) > 12 and not verbose:
             console.print(f"{pad}[dim]… {len(diff) - 12} more lines (-v or --json show them all)[/]")
         if item.argv:
-            console.print(f"{pad}[cyan]$ {escape(_argv(item.argv))}[/]", overflow="fold")
+            console.print(f"{pad}[cyan]$ {plain(_argv(item.argv))}[/]", overflow="fold")
     if item.status in ("manual", "blocked"):
         for cmd in item.commands:
-            console.print(f"{pad}[cyan]$ {escape(cmd)}[/]", overflow="fold")
+            console.print(f"{pad}[cyan]$ {plain(cmd)}[/]", overflow="fold")
 
 
 def print_plan(plan: FixPlan, console: Console, verbose: bool = False, applying: bool = False) -> None:
     where = f"report {plan.from_report}" if plan.from_report else plan.project
     env = f" ({plan.env_kind})" if plan.env_kind else ""
     mode = "applying" if applying else "dry run"
-    python = "" if plan.from_report else f" · python {escape(str(plan.python))}{env}"
-    console.print(f"[bold]olmo-doctor fix[/] · {mode} · {escape(where)}{python}")
+    python = "" if plan.from_report else f" · python {plain(str(plan.python))}{env}"
+    console.print(f"[bold]olmo-doctor fix[/] · {mode} · {plain(where)}{python}")
     if not plan.items:
         console.print("\n[green]✓ Nothing to fix:[/] no finding carries a fix, and there is no environment to "
                       "write.")
@@ -99,7 +99,7 @@ def why_left(plan: FixPlan, codes: list[str]) -> str:
 
 
 def print_step(item: PlanItem, console: Console) -> None:
-    console.print(f"[bold]→ {', '.join(item.codes)}[/] {escape(item.description)}", overflow="fold")
+    console.print(f"[bold]→ {', '.join(item.codes)}[/] {plain(item.description)}", overflow="fold")
 
 
 def print_apply(plan: FixPlan, entry: Entry | None, rc: Recheck | None, console: Console) -> None:
@@ -110,23 +110,23 @@ def print_apply(plan: FixPlan, entry: Entry | None, rc: Recheck | None, console:
                if plan.count("needs_unsafe") else ""))
         return
     data = entry.data
-    console.print(f"\n[bold]Applied[/] · journal {entry.id} ({escape(str(entry.folder))})" if data["status"] ==
-                  "applied" else f"\n[bold red]Failed[/] · journal {entry.id} ({escape(str(entry.folder))})")
+    console.print(f"\n[bold]Applied[/] · journal {entry.id} ({plain(str(entry.folder))})" if data["status"] ==
+                  "applied" else f"\n[bold red]Failed[/] · journal {entry.id} ({plain(str(entry.folder))})")
     by_id = {s["item"]: s for s in data["steps"]}
     for item in plan.to_run:
         step = by_id.get(item.id)
         if step is None:
-            console.print(f" [dim]·[/] {escape(item.description)} [dim](not run)[/]")
+            console.print(f" [dim]·[/] {plain(item.description)} [dim](not run)[/]")
             continue
         mark = "[green]✓[/]" if step.get("ok") else "[red]✗[/]"
         changes = ", ".join(step.get("changes") or [])
-        console.print(f" {mark} {', '.join(item.codes)}  {escape(item.description)}"
-                      + (f"  [dim]{escape(changes)}[/]" if changes else ""), overflow="fold")
+        console.print(f" {mark} {', '.join(item.codes)}  {plain(item.description)}"
+                      + (f"  [dim]{plain(changes)}[/]" if changes else ""), overflow="fold")
     if data["status"] != "applied":
-        console.print(f"\n[red]✗ {escape(str(data.get('error', 'failed')))}[/]", overflow="fold")
+        console.print(f"\n[red]✗ {plain(str(data.get('error', 'failed')))}[/]", overflow="fold")
         problems = data.get("rollback_problems") or []
         if problems:
-            console.print("[red]Rollback incomplete:[/] " + escape("; ".join(problems)))
+            console.print("[red]Rollback incomplete:[/] " + plain("; ".join(problems)))
         else:
             console.print("Rolled back everything this run did; the project and the venv are as before.")
         return
@@ -135,13 +135,13 @@ def print_apply(plan: FixPlan, entry: Entry | None, rc: Recheck | None, console:
             i.op == "write_env_file" for i in plan.to_run) else "") + ": "
         line += f"[green]fixed {', '.join(rc.gone)}[/]" if rc.gone else "no finding went away"
         if rc.remaining:
-            line += f"; still present: {escape(why_left(plan, rc.remaining))}"
+            line += f"; still present: {plain(why_left(plan, rc.remaining))}"
         if rc.new:
             line += f"; [yellow]new: {', '.join(rc.new)}[/]"
         console.print("\n" + line + ".")
     if any(i.op == "write_env_file" for i in plan.to_run):
         path = ENV_FILE if Path(plan.project) == Path.cwd().resolve() else str(Path(plan.project) / ENV_FILE)
-        console.print(f"Next: [bold]source {escape(path)}[/] in each shell that builds or trains.")
+        console.print(f"Next: [bold]source {plain(path)}[/] in each shell that builds or trains.")
     console.print(f"Undo: [bold]olmo-doctor fix --undo {entry.id}[/]")
 
 
@@ -150,11 +150,11 @@ def print_undo(entry: Entry, console: Console) -> None:
     if data["status"] == "undone":
         files = ", ".join(f["path"] for f in data["files"]) or "no files"
         steps = len(data.get("restore_steps", []))
-        console.print(f"[green]✓ Undid fix {entry.id}:[/] restored {escape(files)}"
+        console.print(f"[green]✓ Undid fix {entry.id}:[/] restored {plain(files)}"
                       + (f"; {steps} pip command(s) put the packages back" if steps else "")
                       + ("; pip freeze is identical to before" if data.get("freeze_before") else "") + ".")
     else:
-        console.print(f"[red]✗ Undo of {entry.id} incomplete:[/] " + escape("; ".join(data.get("undo_problems", []))))
+        console.print(f"[red]✗ Undo of {entry.id} incomplete:[/] " + plain("; ".join(data.get("undo_problems", []))))
 
 
 def history_rows(rows: list[dict[str, Any]], console: Console) -> None:
@@ -163,4 +163,4 @@ def history_rows(rows: list[dict[str, Any]], console: Console) -> None:
         return
     for row in rows:
         console.print(f" {row['id']}  {row['status']:<18} {', '.join(row.get('codes', []))}  "
-                      f"[dim]{escape(row.get('summary', ''))}[/]", overflow="fold")
+                      f"[dim]{plain(row.get('summary', ''))}[/]", overflow="fold")

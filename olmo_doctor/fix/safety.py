@@ -77,6 +77,10 @@ def member(folder: Path, rel: object, entry_id: str) -> Path:
         if st is not None and stat.S_ISLNK(st.st_mode):
             raise JournalError(f"journal entry {entry_id}: {rel} is a symlink; refusing to read it "
                                f"(inspect or move away {folder})")
+    st = _lstat(path)
+    if st is not None and not stat.S_ISREG(st.st_mode):  # a fifo would hang the read, a device feed it forever
+        raise JournalError(f"journal entry {entry_id}: {rel} is not a regular file; refusing to read it "
+                           f"(inspect or move away {folder})")
     return path
 
 

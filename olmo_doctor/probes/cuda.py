@@ -42,7 +42,7 @@ def nvcc_version(nvcc: str, run: Runner) -> tuple[str | None, str | None]:
         if full:
             mm = tables.major_minor(full)
             return (f"{mm[0]}.{mm[1]}" if mm else None), full
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         pass
     out = run([nvcc, "--version"])
     m = NVCC_RELEASE.search(out.stdout) if out.ok else None

@@ -11,7 +11,9 @@ import re
 
 from olmo_doctor.facts import Facts
 
-_LINE = re.compile(r"^\s*\[(pip3?|conda)\]\s+(.+?)\s*$")
+# `(.*\S)` rather than `(.+?)\s*$`: a lazy group before a trailing run re-scans that run at every step (quadratic
+# on a line of 20 000 spaces)
+_LINE = re.compile(r"^\s*\[(pip3?|conda)\]\s+(.*\S)")
 _FORMS = (
     re.compile(r"([A-Za-z0-9][\w.\-]*)\s*==\s*([^\s;]+)"),  # pip freeze
     re.compile(r"([A-Za-z0-9][\w.\-]*)\s+\(([^)\s,]+)"),  # pip list --format=legacy

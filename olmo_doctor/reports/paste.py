@@ -27,7 +27,8 @@ _FENCE = re.compile(r"^\s*(?:```|~~~)")
 _QUOTE = re.compile(r"^[ \t]*>[ \t]?")
 _NUMBERED = re.compile(r"^[ \t]*(\d{1,5})(?:[ \t]*[|│:][ \t]?|[ \t]+|$)")
 _PIPE = re.compile(r"^[ \t]*[|│┃][ \t]?")
-_PIPE_END = re.compile(r"[ \t]*[|│┃][ \t]*$")
+# starts only where a blank run starts (the lookbehind): otherwise a search tries every position of a long run
+_PIPE_END = re.compile(r"(?<![ \t])[ \t]*[|│┃][ \t]*$")
 
 
 def _most(lines: list[str], pattern: re.Pattern[str], share: float = 0.6) -> bool:

@@ -43,7 +43,16 @@ NOT_STATED = _NotStated()
 _STRING = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'")
 _DOTTED = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.(?:\w+|\*))+)")
 _RAW_FUNCS = {"known", "missing", "default"}
-_INTERNAL = {"__fact__", "__raw__"}
+_INTERNAL = {"__fact__", "__raw__", "__mul__"}
+# An expression is one condition of a rule: longer text is not a rule but an attempt to exhaust the parser.
+MAX_EXPR = 4000
+
+
+def _mul(a: object, b: object) -> Any:
+    """`*` on numbers only: `'x' * 10**9` or `[1] * 10**9` would make a rule allocate gigabytes."""
+    if not all(isinstance(x, (int, float)) for x in (a, b)):
+        raise TypeError(f"'*' multiplies numbers, not {type(a).__name__} and {type(b).__name__}")
+    return a * b  # type: ignore[operator]
 
 
 def _need(value: Any) -> Any:
@@ -217,15 +226,25 @@ class _Validate(ast.NodeTransformer):
         self.generic_visit(node)
         return node
 
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Mult):  # a call that checks its operands are numbers (_mul)
+            return ast.copy_location(ast.Call(ast.Name("__mul__", ast.Load()), [node.left, node.right], []), node)
+        return node
+
 
 @lru_cache(maxsize=1024)
 def compile_expr(source: str) -> Any:
     """Parse and validate once; returns a code object evaluated by `evaluate`."""
+    if len(source) > MAX_EXPR:
+        raise ExprError(f"expression of {len(source)} characters; a rule condition has at most {MAX_EXPR}")
     try:
         tree = ast.parse(rewrite(source).strip(), mode="eval")
+        tree = _Validate().visit(tree)
     except SyntaxError as e:
-        raise ExprError(f"syntax error in {source!r}: {e.msg}") from None
-    tree = _Validate().visit(tree)
+        raise ExprError(f"syntax error in {source[:80]!r}: {e.msg}") from None
+    except (RecursionError, MemoryError):  # `not not not ...` or `1+1+...` nested deeper than the parser goes
+        raise ExprError(f"expression nested too deeply: {source[:80]!r}...") from None
     ast.fix_missing_locations(tree)
     return compile(tree, "<rule>", "eval")
 
@@ -235,6 +254,7 @@ def evaluate(source: str, facts: Mapping[str, FactValue]) -> Any:
     code = compile_expr(source)
     env: dict[str, Any] = {"__builtins__": {}, **FUNCTIONS, **_NAMES}
     env["__fact__"] = lambda key: _need(facts.get(key))
+    env["__mul__"] = _mul
     partial = facts.get("facts.partial") is True
     env["__raw__"] = lambda key: NOT_STATED if partial and key not in facts else facts.get(key)
     try:
