@@ -23,7 +23,7 @@ def read_json(path: Path) -> object | None:
     """The JSON value cached at `path`, or None when absent, unreadable or not JSON."""
     try:
         return json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 

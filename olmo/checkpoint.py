@@ -251,7 +251,7 @@ def _parse_state(path: Path) -> dict[str, Any] | str:
         state = json.loads((path / TRAIN_STATE).read_bytes())
     except OSError as e:
         return f"{TRAIN_STATE} cannot be read ({e.strerror})"
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply to parse
         return f"{TRAIN_STATE} is not valid JSON"
     if not isinstance(state, dict):
         return f"{TRAIN_STATE} is not a JSON object"

@@ -95,6 +95,8 @@ def preflight(cfg: TrainConfig, resume: bool, say: Any = None, validated: bool =
     if cfg.model.attn_backend != "auto":
         get_backend(cfg.model.attn_backend, device, windowed=cfg.model.windowed)
     ckpt = checkpoint.latest(Path(cfg.run_dir))
+    if ckpt is None and resume:
+        _no_damaged_checkpoints(Path(cfg.run_dir))
     if ckpt and not resume:
         raise ConfigError(f"{cfg.run_dir} already has checkpoints (latest: {ckpt.name}); pass --resume to continue "
                           "that run, or set run_dir to a new directory")
@@ -106,6 +108,19 @@ def preflight(cfg: TrainConfig, resume: bool, say: Any = None, validated: bool =
     return Checked(world, device, ckpt, init_path, loader, val)
 
 
+def _no_damaged_checkpoints(run_dir: Path) -> None:
+    """With --resume and no complete checkpoint: refuse when checkpoints/ is not a folder, or holds step folders
+    that lost their train state (starting over would silently write over the run)."""
+    root = run_dir / checkpoint.CHECKPOINTS
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"{root} is not a directory; move it away or set run_dir to a new directory")
+    steps = [p for p in root.iterdir() if checkpoint.STEP_RE.match(p.name)] if root.is_dir() else []
+    damaged = sorted(p.name for p in steps if not checkpoint.is_olmo_core(p))
+    if damaged:
+        raise ConfigError(f"{root} has no complete checkpoint to resume from ({', '.join(damaged[:3])} lack "
+                          f"{checkpoint.TRAIN_STATE}); restore one, or start a new run_dir")
+
+
 def _resume_state(ckpt: Path) -> dict[str, Any]:
     """The parts of train_state.json a resume reads, checked for shape (the file is data)."""
     state = checkpoint.read_state(ckpt)
@@ -113,8 +128,11 @@ def _resume_state(ckpt: Path) -> dict[str, Any]:
     loader = state.get("data_loader")
     counts = ("seed", "epoch", "batch_in_epoch", "global_batch_size", "seq_len")
     rngs = state.get("rng_ranks") or [state.get("rng")]
-    ok = (isinstance(state.get("step"), int) and isinstance(state.get("tokens_seen"), int)
-          and isinstance(loader, dict) and all(isinstance(loader.get(k), int) for k in counts)
+    def count(v: object) -> bool:  # a JSON integer a resume can count from (not a bool, not negative)
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53
+
+    ok = (count(state.get("step")) and count(state.get("tokens_seen"))
+          and isinstance(loader, dict) and all(count(loader.get(k)) for k in counts)
           and loader["global_batch_size"] > 0 and isinstance(loader.get("fingerprint"), str)
           and isinstance(rngs, list) and all(isinstance(r, dict) for r in rngs))
     if not ok:

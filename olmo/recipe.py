@@ -62,6 +62,8 @@ def load_recipe(spec: str, overrides: list[str] | None = None) -> TrainConfig:
             raise ConfigError(f"recipe {path} cannot be read ({e.strerror})") from None
         except UnicodeDecodeError:
             raise ConfigError(f"recipe {path} is not a text file (not UTF-8); give a YAML or Python recipe") from None
+        except RecursionError:
+            raise ConfigError(f"{path} is nested too deeply to read; a recipe is a few flat sections") from None
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
@@ -85,6 +87,8 @@ def _run_python_recipe(path: Path, func: str | None) -> TrainConfig:
         raise ConfigError(f"recipe {path} cannot be loaded as Python ({type(e).__name__}: {e})") from None
     except ConfigError:
         raise
+    except SystemExit as e:  # sys.exit() in a recipe must not end olmo with the recipe's exit code
+        raise ConfigError(f"recipe {path} called exit({e.code}) while loading; a recipe returns a config") from None
     except Exception as e:
         raise ConfigError(f"recipe {path} failed while loading{_where(e, path)}: {type(e).__name__}: {e}") from None
     name = func or (path.stem if hasattr(module, path.stem) else "recipe")
@@ -95,6 +99,8 @@ def _run_python_recipe(path: Path, func: str | None) -> TrainConfig:
         cfg = fn()
     except ConfigError:
         raise
+    except SystemExit as e:
+        raise ConfigError(f"recipe {path}:{name}() called exit({e.code}); a recipe returns a config") from None
     except Exception as e:  # the recipe's own code: its error, told as one line pointing into the recipe
         raise ConfigError(f"recipe {path}:{name}() failed{_where(e, path)}: {type(e).__name__}: {e}") from None
     if not isinstance(cfg, TrainConfig):

@@ -56,7 +56,7 @@ def parse_count(text: str) -> int:
     mult = {"K": 10**3, "M": 10**6, "G": 10**9, "B": 10**9}.get(t[-1:], 1)
     try:
         n = int(float(t[:-1] if mult > 1 else t) * mult)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: inf, or a number past float's range
         raise OlmoError(f"'{text}' is not a count; use e.g. 256M or 1000000") from None
     if n <= 0:
         raise OlmoError(f"the count must be positive (got {text})")
@@ -91,6 +91,9 @@ def prepare_data(
     from olmo.data.shards import dtype_for_vocab
 
     shard_tokens = parse_count(shard_size)
+    if eos_token is not None and not eos_token.strip():
+        raise OlmoError("--eos-token is empty; give the end-of-document token (e.g. '<|endoftext|>') or leave the "
+                        "option out to detect it")
     files = P.find_inputs(inputs)
     tok = P.load_tokenizer(tokenizer, eos_token)
     if dry_run:
@@ -161,6 +164,7 @@ def validate_shards(
     json_: JsonFlag = False,
 ) -> None:
     """Recount tokens and documents, check ids against the vocabulary, verify checksums; exit 1 on corruption."""
+    import numpy as np
     from rich.table import Table
 
     from olmo.cli.progress import bytes_bar
@@ -168,6 +172,9 @@ def validate_shards(
 
     if dtype is not None and dtype not in DTYPES:
         raise OlmoError(f"--dtype {dtype} is not one of: {', '.join(DTYPES)}")
+    if dtype is not None and vocab_size is not None and vocab_size - 1 > np.iinfo(dtype).max:
+        raise OlmoError(f"--vocab-size {vocab_size:,} does not fit in --dtype {dtype} (at most "
+                        f"{np.iinfo(dtype).max + 1:,} ids); use uint32")
     if not directory.is_dir():
         raise OlmoError(f"{directory} is not a directory")
     try:
@@ -298,17 +305,17 @@ def train_cmd(
         cfg.init_from = init_from
     world = world_from_env()
     validate(cfg, world.world_size)
-    if world.is_main:
-        from olmo.config_numbers import slow_step
-
-        warning = slow_step(cfg, _plan_device(cfg.device), world.world_size)
-        if warning:
-            err.print(f"olmo: warning: {warning}", markup=False)
     if not dry_run:
         from olmo.preflight import preflight
 
         # bad data or run_dir fails here, before the doctor's probes; train() uses what it found, not a second look
         checked = preflight(cfg, resume, out.print, validated=True)
+    if world.is_main:  # after the checks: a run refused for bad input says only why
+        from olmo.config_numbers import slow_step
+
+        warning = slow_step(cfg, _plan_device(cfg.device), world.world_size)
+        if warning:
+            err.print(f"olmo: warning: {warning}", markup=False)
     if dry_run:
         from olmo.train import describe
 

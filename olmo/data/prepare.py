@@ -220,7 +220,7 @@ def _read_job(out: Path) -> dict[str, Any] | None:
     """The job prepare.json describes; None when there is none or it is not one (then it is another job's)."""
     try:
         job = json.loads((out / JOB_FILE).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return job if isinstance(job, dict) else None
 

@@ -82,7 +82,7 @@ def first_id_at_least(path: Path, dtype: str, limit: int) -> int:
 def _load_cache() -> dict[str, Any]:
     try:
         data = json.loads(cache_path().read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -120,7 +120,7 @@ def load_manifest(directory: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_bytes())
     except OSError as e:
         raise ManifestError(f"{path} cannot be read ({e.strerror})") from None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply to parse
         raise ManifestError(f"{path} is not valid JSON; rerun `olmo prepare-data` to rewrite it") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ManifestError(f"{path} is not an olmo token-shard manifest (format {FORMAT!r} missing)")
@@ -160,7 +160,7 @@ def read_sidecars(directory: Path) -> list[ShardMeta]:
     for side in sorted(directory.glob("part-*.json")):
         try:
             raw = json.loads(side.read_bytes())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         resume = raw.get("resume_after") if isinstance(raw, dict) else None
         whole = isinstance(resume, dict) and all(_int(resume.get(k)) for k in ("input", "records"))
@@ -320,6 +320,12 @@ def validate_dir(directory: Path, vocab_size: int | None = None, dtype: str | No
         if progress:
             path = directory / m.file
             progress(path.stat().st_size if path.is_file() else 0)
+    if metas[0].sha256 and load_manifest(directory) is None:  # sidecars only: a shard whose sidecar is lost
+        listed = {m.file for m in metas}                       # would otherwise go unchecked, and unread
+        reports += [ShardReport(p.name, 0, -1, -1, [Problem(p.name, None, "has no metadata (its .json sidecar is "
+                                                            "missing or damaged and there is no manifest); rerun "
+                                                            "`olmo prepare-data`", 2)])
+                    for p in sorted(directory.glob("part-*.npy")) if p.name not in listed]
     return reports
 
 

@@ -20,7 +20,7 @@ def _config(path: Path) -> dict[str, Any]:
     conf = path.parent / "tokenizer_config.json"
     try:
         data = json.loads(conf.read_text()) if conf.is_file() else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

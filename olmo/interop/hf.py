@@ -323,7 +323,7 @@ def _index_files(index: Path) -> list[str]:
     try:
         weight_map = json.loads(index.read_bytes())["weight_map"]
         names = list(weight_map.values())
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, RecursionError, KeyError, TypeError, AttributeError):
         raise ConfigError(f"{index} is not a safetensors index (JSON with a weight_map); download it again") from None
     for n in names:
         if not isinstance(n, str) or not n or "/" in n or "\\" in n or n in (".", ".."):
@@ -338,7 +338,7 @@ def _read_hf_config(conf: Path) -> ModelConfig:
         raw = json.loads(conf.read_bytes())
     except OSError as e:
         raise ConfigError(f"{conf} cannot be read ({e.strerror})") from None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply to parse
         raise ConfigError(f"{conf} is not valid JSON; download it again") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{conf} is not a JSON object; give a Hugging Face model folder")

@@ -170,7 +170,7 @@ def read_model_config(path: Path) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(conf.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, json.JSONDecodeError, RecursionError) as e:
         raise ValueError(f"{conf} is not JSON ({e})") from None
     model = data.get("model") if isinstance(data, dict) else None
     if not isinstance(model, dict):
