@@ -95,7 +95,7 @@ def preflight(cfg: TrainConfig, resume: bool, say: Any = None, validated: bool =
     if cfg.model.attn_backend != "auto":
         get_backend(cfg.model.attn_backend, device, windowed=cfg.model.windowed)
     ckpt = checkpoint.latest(Path(cfg.run_dir))
-    if ckpt is None and resume:
+    if ckpt is None:
         _no_damaged_checkpoints(Path(cfg.run_dir))
     if ckpt and not resume:
         raise ConfigError(f"{cfg.run_dir} already has checkpoints (latest: {ckpt.name}); pass --resume to continue "
@@ -109,16 +109,16 @@ def preflight(cfg: TrainConfig, resume: bool, say: Any = None, validated: bool =
 
 
 def _no_damaged_checkpoints(run_dir: Path) -> None:
-    """With --resume and no complete checkpoint: refuse when checkpoints/ is not a folder, or holds step folders
-    that lost their train state (starting over would silently write over the run)."""
+    """When run_dir has no checkpoint olmo can resume: refuse if checkpoints/ is not a folder, or holds step
+    folders anyway (ones that lost their train state, or OLMo-core's): training would write over them."""
     root = run_dir / checkpoint.CHECKPOINTS
     if root.exists() and not root.is_dir():
         raise ConfigError(f"{root} is not a directory; move it away or set run_dir to a new directory")
-    steps = [p for p in root.iterdir() if checkpoint.STEP_RE.match(p.name)] if root.is_dir() else []
-    damaged = sorted(p.name for p in steps if not checkpoint.is_olmo_core(p))
-    if damaged:
-        raise ConfigError(f"{root} has no complete checkpoint to resume from ({', '.join(damaged[:3])} lack "
-                          f"{checkpoint.TRAIN_STATE}); restore one, or start a new run_dir")
+    steps = sorted(p.name for p in root.iterdir() if checkpoint.STEP_RE.match(p.name)) if root.is_dir() else []
+    if steps:
+        raise ConfigError(f"{root} holds {', '.join(steps[:3])} but no checkpoint olmo can resume (no "
+                          f"{checkpoint.TRAIN_STATE}); restore it, start from OLMo-core's with --init-from, or set "
+                          "run_dir to a new directory")
 
 
 def _resume_state(ckpt: Path) -> dict[str, Any]:
@@ -208,4 +208,6 @@ def check_resumed_config(saved: dict[str, Any], cfg: TrainConfig, say: Any) -> N
         raise ConfigError(f"the checkpoint's model differs from the recipe ({', '.join(model_changes)}); "
                           "resume with the original model settings or start a new run_dir")
     if changed:
-        say(f"[yellow]resuming with changed settings: {', '.join(changed)}[/]")
+        from rich.markup import escape  # the changed values are the user's data, not markup
+
+        say(f"[yellow]resuming with changed settings: {escape(', '.join(changed))}[/]")

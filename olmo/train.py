@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 from rich.console import Console
+from rich.markup import escape  # paths are data: a "[/x]" in one is not markup
 
 from olmo import checkpoint, parallel
 from olmo.config import ConfigError, TrainConfig
@@ -140,14 +141,14 @@ def setup(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None = No
         if not checkpoint.restore_rng(state, world.rank, world.world_size):
             say(f"resuming on {world.world_size} process(es) from a checkpoint saved on {saved_world}: same global "
                 "batches from the same sample index, split over the new ranks (RNG states not restored)")
-        say(f"resumed from {ckpt} (step {s.step}, {s.tokens_seen:,} tokens seen)")
+        say(f"resumed from {escape(str(ckpt))} (step {s.step}, {s.tokens_seen:,} tokens seen)")
     else:
         if resume:
-            say(f"no checkpoint in {run_dir / checkpoint.CHECKPOINTS}; starting a new run")
+            say(f"no checkpoint in {escape(str(run_dir / checkpoint.CHECKPOINTS))}; starting a new run")
         if checked.init_path:
             path = checked.init_path
             checkpoint.load(path, model, None)
-            say(f"initialised the weights from {path} (step 0, fresh optimizer and data order)")
+            say(f"initialised the weights from {escape(str(path))} (step 0, fresh optimizer and data order)")
     if world.is_main:
         from olmo.data import tokenizer_files
         s.carry = tokenizer_files.for_run(cfg, ckpt if resume else None,
@@ -326,7 +327,7 @@ def _train(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None) ->
                          "config": config_to_dict(cfg), "world_size": s.world.world_size}
                 result.checkpoint = checkpoint.save(run_dir, step, s.model, s.optimizer, state, cfg.keep_last_n,
                                                     extra=s.carry)
-                say(f"saved {result.checkpoint}")
+                say(f"saved {escape(str(result.checkpoint))}")
             paused += time.perf_counter() - t_pause
             paused_total += time.perf_counter() - t_pause
     except KeyboardInterrupt:

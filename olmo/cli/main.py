@@ -109,7 +109,8 @@ def prepare_data(
     n_tok = sum(s.num_tokens for s in res.shards)
     n_docs = sum(s.num_docs for s in res.shards)
     if res.already_done:
-        out.print(f"{output} is already prepared from these inputs: {len(res.shards)} shards, {n_tok:,} tokens")
+        out.print(f"{escape(str(output))} is already prepared from these inputs: {len(res.shards)} shards, "
+                  f"{n_tok:,} tokens")
         if json_:
             jsonout.emit(summaries.prepared(output, res, tok))
         return
@@ -117,12 +118,12 @@ def prepare_data(
         out.print(f"resumed an interrupted run: kept {res.resumed_from} finished shard(s)")
     for path, st in res.stats.items():
         if st.bad:
-            err.print(f"[yellow]warning:[/] {path}: skipped {st.bad} line(s) that are not JSON with a string "
+            err.print(f"[yellow]warning:[/] {escape(path)}: skipped {st.bad} line(s) that are not JSON with a string "
                       f"'text' (first: line {st.first_bad_line})")
         if st.empty:
-            err.print(f"[yellow]warning:[/] {path}: skipped {st.empty} empty document(s)")
+            err.print(f"[yellow]warning:[/] {escape(path)}: skipped {st.empty} empty document(s)")
     rate = res.tokens_this_run / max(res.seconds, 1e-9)
-    out.print(f"wrote {len(res.shards)} shard(s), {n_tok:,} tokens, {n_docs:,} documents to {output} "
+    out.print(f"wrote {len(res.shards)} shard(s), {n_tok:,} tokens, {n_docs:,} documents to {escape(str(output))} "
               f"in {res.seconds:.1f}s ({rate:,.0f} tokens/s, {max(res.workers, 1)} worker process(es)); "
               f"dtype {dtype_for_vocab(tok.vocab_size)}, vocab {tok.vocab_size:,}, EOS id {tok.eos_id}")
     if json_:
@@ -141,7 +142,7 @@ def _print_dry_run(files: list[Path], stats: dict[str, FileStats], vocab: int, s
         docs, toks, empty, bad = (st.docs, st.tokens, st.empty, st.bad) if st else (0, 0, 0, 0)
         flag = "[red]no documents[/]" if docs == 0 else ("[red]unparseable lines[/]" if bad else "")
         flagged += bool(flag)
-        table.add_row(str(f), f"{docs:,}", f"{toks:,}", str(empty), str(bad), flag)
+        table.add_row(escape(str(f)), f"{docs:,}", f"{toks:,}", str(empty), str(bad), flag)
     out.print(table)
     total = sum(s.tokens for s in stats.values())
     shards = max(1, -(-total // shard_tokens))
@@ -187,8 +188,9 @@ def validate_shards(
         raise DamageFound(f"corrupt: {e}") from None
     table = Table("shard", "tokens", "documents", "max id", "status", box=None)
     for r in reports:
-        status = "[green]ok[/]" if not r.problems else f"[red]{r.problems[0].message}[/]"
-        table.add_row(r.file, f"{r.num_tokens:,}", f"{r.num_docs:,}" if r.num_docs >= 0 else "-", str(r.max_id), status)
+        status = "[green]ok[/]" if not r.problems else f"[red]{escape(r.problems[0].message)}[/]"
+        docs = f"{r.num_docs:,}" if r.num_docs >= 0 else "-"
+        table.add_row(escape(r.file), f"{r.num_tokens:,}", docs, str(r.max_id), status)
     out.print(table)
     problems = [p for r in reports for p in r.problems]
     if json_:
@@ -338,7 +340,8 @@ def train_cmd(
         raise typer.Exit(1) from None
     ev = f", eval loss {res.eval_loss:.4f}" if res.eval_loss is not None else ""
     if world_from_env().is_main:
-        out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}")
+        out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}",
+                  markup=False)
     if json_:
         jsonout.emit(summaries.trained(cfg, res))
 
@@ -402,7 +405,8 @@ def import_hf_cmd(
         jsonout.emit(summaries.imported(path, model))
     tok = path / "tokenizer.json"
     if not tok.is_file():  # never point at a file this command did not write
-        err.print(f"[yellow]warning:[/] {hf_dir} has no tokenizer.json, so none was copied; tokenize your data with "
+        err.print(f"[yellow]warning:[/] {escape(str(hf_dir))} has no tokenizer.json, so none was copied; tokenize "
+                  "your data with "
                   "the model's own tokenizer.json and pass it to `olmo export-hf --tokenizer` later")
     out.print(f"wrote {path}: {model.num_params() / 1e6:,.1f}M parameters, {model.n_layers} layers; fine-tune with\n"
               f"  olmo prepare-data -i docs.jsonl -o data/ft -t {tok if tok.is_file() else 'MODEL/tokenizer.json'}\n"

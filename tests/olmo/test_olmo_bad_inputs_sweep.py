@@ -353,7 +353,81 @@ CASES: list[tuple[str, int, Build]] = [
     ("import-output-dev-null", 2, lambda w, c: ["import-hf", str(w.hf), "/dev/null"]),
     ("import-input-fifo", 2, lambda w, c: ["import-hf", str(_fifo(c / "hf")), str(c / "out")]),
     ("import-json-bad", 2, lambda w, c: ["import-hf", str(c / "nope"), str(c / "out"), "--json"]),
+    # ------------------------------------------------------------------ OLMo-core-style folders, damaged
+    ("core-export-config-model-list", 2, lambda w, c: ["export-hf", str(_core(w, c, {"model": []})), str(c / "out")]),
+    ("core-export-config-deep", 2, lambda w, c: ["export-hf", str(_core(w, c, DEEP)), str(c / "out")]),
+    ("core-export-config-not-utf8", 2, lambda w, c: ["export-hf", str(_core(w, c, b"\xff\xfe")), str(c / "out")]),
+    ("core-export-block-list", 2, lambda w, c: ["export-hf", str(_core(w, c, {"model": {**CORE_MODEL, "block": []}})),
+                                                str(c / "out")]),
+    ("core-export-huge-width", 2, lambda w, c: ["export-hf", str(_core(w, c, {"model": {**CORE_MODEL,
+                                                                                        "d_model": 2**40}})),
+                                                str(c / "out")]),
+    ("core-export-layers-string", 2, lambda w, c: ["export-hf", str(_core(w, c, {"model": {**CORE_MODEL,
+                                                                                           "n_layers": "2"}})),
+                                                   str(c / "out")]),
+    ("core-export-window-strings", 2, lambda w, c: ["export-hf", str(_core(w, c, {"model": {**CORE_MODEL, "block": {
+        "attention": {"n_heads": 4, "sliding_window": {"pattern": ["a", None]}}}}})), str(c / "out")]),
+    ("core-export-pickle-exploit", 2, lambda w, c: ["export-hf", str(_core(w, c, {"model": CORE_MODEL},
+                                                                           _exploit(c))), str(c / "out")]),
+    ("core-export-metadata-empty", 2, lambda w, c: ["export-hf", str(_core(w, c, {"model": CORE_MODEL}, b"")),
+                                                    str(c / "out")]),
+    ("core-export-no-distcp", 2, lambda w, c: ["export-hf", str(_core(w, c, {"model": CORE_MODEL}, None, False)),
+                                               str(c / "out")]),
+    ("core-export-save-folder-damaged", 2, lambda w, c: ["export-hf", str(_core(w, c, {"model": []}).parent),
+                                                         str(c / "out")]),
+    ("core-init-from-pickle-exploit", 2, lambda w, c: _train(recipe_in(w, c), "--init-from", str(
+        _core(w, c, {"model": CORE_MODEL}, _exploit(c))))),
+    ("core-init-from-config-deep", 2, lambda w, c: _train(recipe_in(w, c), "--init-from", str(_core(w, c, DEEP)))),
+    ("core-init-from-other-model", 2, lambda w, c: _train(recipe_in(w, c), "--init-from", str(
+        _core(w, c, {"model": {**CORE_MODEL, "d_model": 128}})))),
+    ("core-resume-damaged", 2, lambda w, c: (_core(w, c, {"model": []}, base=c / "run" / "checkpoints"),
+                                             _train(recipe_in(w, c), "--resume"))[1]),
+    # ------------------------------------------------------------------ interrupted runs
+    ("core-fresh-over-core-run", 2, lambda w, c: (_core(w, c, {"model": CORE_MODEL}, base=c / "run" / "checkpoints"),
+                                                  _train(recipe_in(w, c)))[1]),
+    ("interrupted-prepare-other-inputs", 2, lambda w, c: ["prepare-data", "-i", str(_write(
+        c / "other.jsonl", '{"text": "another corpus"}\n')), "-o", str(_half_prepared(w, c)), *PREP]),
 ]
+
+CORE_MODEL: dict[str, Any] = {"d_model": 64, "n_layers": 2, "vocab_size": 768,
+                              "block": {"attention": {"n_heads": 4}, "feed_forward": {"hidden_size": 128}}}
+
+
+def _core(w: World, c: Path, config: object, metadata: bytes | None = None, distcp: bool = True,
+          base: Path | None = None) -> Path:
+    """An OLMo-core-style checkpoint folder (step2/model_and_optim/ + config.json) made from the world's
+    checkpoint files, with `config` (a dict, or raw text/bytes) and optionally other `.metadata` bytes."""
+    ck = (base or c / "core") / "step2"
+    dcp = ck / "model_and_optim"
+    dcp.mkdir(parents=True)
+    for f in w.ckpt.iterdir():
+        if f.name == ".metadata" or (distcp and f.name.endswith(".distcp")):
+            (dcp / f.name).write_bytes(f.read_bytes() if metadata is None or f.name != ".metadata" else metadata)
+    raw = config if isinstance(config, str | bytes) else json.dumps(config)
+    _write(ck / "config.json", raw)
+    return ck
+
+
+class _Pwn:
+    def __init__(self, target: Path) -> None:
+        self.target = target
+
+    def __reduce__(self) -> tuple[object, tuple[str, ...]]:
+        return (os.system, (f"touch {self.target}",))
+
+
+def _exploit(c: Path) -> bytes:
+    """A `.metadata` pickle that would run a command when loaded with plain pickle."""
+    import pickle
+
+    return pickle.dumps(_Pwn(c / "pwned"))
+
+
+def _half_prepared(w: World, c: Path) -> Path:
+    """prepare-data's output as a kill after its first shard leaves it: sidecars, no manifest."""
+    d = copy_data(w, c)
+    (d / "manifest.json").unlink()
+    return d
 
 
 def _unlink(path: Path) -> Path:
@@ -390,3 +464,79 @@ def test_bad_input_is_one_line_and_writes_nothing(name: str, code: int, build: B
     assert not (tmp_path / "runs").exists(), f"{name}: a default run_dir appeared"
     if "--json" in args:
         assert json.loads(out)["ok"] is False, f"{name}: --json printed {out!r}"
+
+
+def _cache_is_a_file(mp: pytest.MonkeyPatch, tmp: Path) -> None:
+    mp.setenv("XDG_CACHE_HOME", str(_write(tmp / "cachefile", "x")))
+
+
+def _home_is_a_file(mp: pytest.MonkeyPatch, tmp: Path) -> None:
+    mp.delenv("XDG_CACHE_HOME", raising=False)
+    mp.setenv("HOME", str(_write(tmp / "homefile", "x")))
+
+
+def _no_tmpdir(mp: pytest.MonkeyPatch, tmp: Path) -> None:
+    import tempfile
+
+    mp.setenv("TMPDIR", str(tmp / "gone"))
+    mp.setattr(tempfile, "tempdir", None)  # forget the cached answer so TMPDIR is read again
+
+
+ENVS = [("cache-is-a-file", _cache_is_a_file), ("home-is-a-file", _home_is_a_file), ("tmpdir-missing", _no_tmpdir)]
+
+
+@pytest.mark.parametrize(("env", "setup"), ENVS, ids=[e[0] for e in ENVS])
+def test_odd_environments_keep_the_contract(env: str, setup: Any, world: World, cli: CLI, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unusable cache or temp folder is no reason to fail: good input still works and bad input still gets
+    its one line."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(olmo.cli.main, "doctor_gate", lambda *a: None)
+    case = _mkdir(tmp_path / "case")
+    setup(monkeypatch, tmp_path)
+    code, _, err = cli("validate-shards", str(world.data))
+    assert code == 0 and "Traceback" not in err, err
+    code, _, err = cli(*_train(recipe_in(world, case, data__paths=[str(_write(shard0(copy_data(world, case)), b"")
+                                                                       .parent)])))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_a_full_disk_while_exporting_is_one_line_and_leaves_nothing(world: World, cli: CLI, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    import safetensors.torch
+
+    def full(*a: object, **k: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "model.safetensors"))
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    code, _, err = cli("export-hf", str(world.ckpt), str(tmp_path / "out"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "No space left" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "a partial export was left behind"
+
+
+def _markup_dir(root: Path) -> Path:
+    """A folder whose path reads as rich markup: `[/b]`, a closing tag nothing opened."""
+    d = root / "a[" / "b]"
+    d.mkdir(parents=True)
+    return d
+
+
+def test_paths_that_look_like_markup_are_printed_as_they_are(world: World, cli: CLI, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paths are data: one that reads as console markup neither crashes a command nor loses characters."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(olmo.cli.main, "doctor_gate", lambda *a: None)
+    d = _markup_dir(tmp_path)
+    docs = _write(d / "x.jsonl", '{"text": "hello there"}\nnot json\n{"text": ""}\n')
+    code, out, err = cli("prepare-data", "-i", str(docs), "-o", str(tmp_path / "o"), *PREP, "--dry-run")
+    assert code == 1 and "Traceback" not in err and "a[/b]" in out, err
+    code, out, err = cli("prepare-data", "-i", str(docs), "-o", str(d / "o"), *PREP, "-q")
+    assert code == 0 and "Traceback" not in err and f"{docs}: skipped 1 line" in err, err
+    code, out, err = cli("validate-shards", str(d / "o"))
+    assert code == 0 and "Traceback" not in err, err
+    run = d / "run"
+    code, out, err = cli(*_train(recipe_in(world, _mkdir(tmp_path / "case")), "--set", f"run_dir={run}",
+                                 "--set", "steps=2", "--set", "save_interval=2"))
+    assert code == 0 and "Traceback" not in err and f"saved {run}" in out, err
