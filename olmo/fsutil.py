@@ -4,12 +4,32 @@ within a filesystem; the directory fsync makes the rename itself survive a power
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+SMALL_FILE_BYTES = 256 * 2**20  # a manifest, sidecar, train state or config.json; far more is not one
+
+
+def read_small(path: Path, limit: int = SMALL_FILE_BYTES) -> bytes:
+    """The bytes of a metadata file. OSError (which the callers already turn into one line) when it is not a
+    regular file, e.g. a FIFO that would block or /dev/zero that never ends, or is larger than `limit`."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: opening a FIFO must not wait for a writer
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit // 2**20} MB, too large for a metadata file", str(path))
+    return data
 
 
 def fsync_dir(path: Path) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from olmo.errors import OlmoError
+from olmo.fsutil import read_small
 
 MANIFEST = "manifest.json"
 FORMAT = "olmo-token-shards"
@@ -117,7 +118,7 @@ def load_manifest(directory: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_small(path))
     except OSError as e:
         raise ManifestError(f"{path} cannot be read ({e.strerror})") from None
     except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply to parse
@@ -159,7 +160,7 @@ def read_sidecars(directory: Path) -> list[ShardMeta]:
     metas = []
     for side in sorted(directory.glob("part-*.json")):
         try:
-            raw = json.loads(side.read_bytes())
+            raw = json.loads(read_small(side))
         except (OSError, ValueError, RecursionError):
             continue
         resume = raw.get("resume_after") if isinstance(raw, dict) else None

@@ -27,7 +27,7 @@ import torch
 
 from olmo import checkpoint
 from olmo.config import ConfigError, DataConfig, ModelConfig, OptimConfig, TrainConfig
-from olmo.fsutil import check_output_dir, fsync_dir
+from olmo.fsutil import check_output_dir, fsync_dir, read_small
 
 SHARD_BYTES = 5 * 1024**3  # safetensors files of at most 5 GiB, as Hugging Face's save_pretrained default
 _FIXED = {"embeddings.weight": "model.embed_tokens.weight", "lm_head.norm.weight": "model.norm.weight",
@@ -321,7 +321,7 @@ def _read_hf_weights(hf_dir: Path, progress: Callable[[int, int], None] | None =
 def _index_files(index: Path) -> list[str]:
     """The weight files model.safetensors.index.json names: plain names inside the folder only."""
     try:
-        weight_map = json.loads(index.read_bytes())["weight_map"]
+        weight_map = json.loads(read_small(index))["weight_map"]
         names = list(weight_map.values())
     except (ValueError, RecursionError, KeyError, TypeError, AttributeError):
         raise ConfigError(f"{index} is not a safetensors index (JSON with a weight_map); download it again") from None
@@ -335,7 +335,7 @@ def _index_files(index: Path) -> list[str]:
 def _read_hf_config(conf: Path) -> ModelConfig:
     """config.json as a ModelConfig; ConfigError naming the file for anything that is not an OLMo 2/3 config."""
     try:
-        raw = json.loads(conf.read_bytes())
+        raw = json.loads(read_small(conf))
     except OSError as e:
         raise ConfigError(f"{conf} cannot be read ({e.strerror})") from None
     except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply to parse

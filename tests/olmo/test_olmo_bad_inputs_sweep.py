@@ -378,6 +378,27 @@ CASES: list[tuple[str, int, Build]] = [
         c, "from olmo.config import TrainConfig\ndef recipe():\n    c = TrainConfig()\n    c.model.n_layers = '4'\n"
            "    return c\n", "r.py"))),
     ("train-py-double-colon", 2, lambda w, c: _train(_yaml(c, "def recipe():\n    return 1\n", "r.py") + ":a:b")),
+    # ------------------------------------------------------------------ metadata that is not a regular file
+    ("val-manifest-fifo", 1, lambda w, c: ["validate-shards", str(_fifo(_unlink(copy_data(w, c) / "manifest.json"))
+                                                                  .parent)]),
+    ("val-manifest-dev-zero", 1, lambda w, c: ["validate-shards", str(_link(copy_data(w, c) / "manifest.json",
+                                                                            "/dev/zero").parent)]),
+    ("val-sidecar-fifo", 1, lambda w, c: ["validate-shards", str(_fifo(_unlink(
+        _no_manifest(copy_data(w, c)) / "part-00000.json")).parent)]),
+    ("train-manifest-dev-zero", 2, lambda w, c: _train(recipe_in(w, c, data__paths=[str(
+        _link(copy_data(w, c) / "manifest.json", "/dev/zero").parent)]))),
+    ("resume-state-dev-zero", 2, lambda w, c: (_link(_latest(copy_run(w, c)) / "train_state.json", "/dev/zero"),
+                                               _train(recipe_in(w, c), "--resume"))[1]),
+    ("resume-state-fifo", 2, lambda w, c: (_fifo(_unlink(_latest(copy_run(w, c)) / "train_state.json")),
+                                           _train(recipe_in(w, c), "--resume"))[1]),
+    ("export-state-dev-zero", 2, lambda w, c: ["export-hf", str(_link(_latest(copy_run(w, c)) / "train_state.json",
+                                                                      "/dev/zero").parent), str(c / "out")]),
+    ("core-export-config-dev-zero", 2, lambda w, c: ["export-hf", str(_link(_core(w, c, {"model": CORE_MODEL}) /
+                                                                            "config.json", "/dev/zero").parent),
+                                                     str(c / "out")]),
+    ("core-export-config-fifo", 2, lambda w, c: ["export-hf", str(_fifo(_unlink(_core(w, c, {"model": CORE_MODEL}) /
+                                                                                "config.json")).parent),
+                                                 str(c / "out")]),
     # ------------------------------------------------------------------ OLMo-core-style folders, damaged
     ("core-export-config-model-list", 2, lambda w, c: ["export-hf", str(_core(w, c, {"model": []})), str(c / "out")]),
     ("core-export-config-deep", 2, lambda w, c: ["export-hf", str(_core(w, c, DEEP)), str(c / "out")]),
