@@ -586,3 +586,9 @@ def test_paths_that_look_like_markup_are_printed_as_they_are(world: World, cli: 
     code, out, err = cli(*_train(recipe_in(world, _mkdir(tmp_path / "case")), "--set", f"run_dir={run}",
                                  "--set", "steps=2", "--set", "save_interval=2"))
     assert code == 0 and "Traceback" not in err and f"saved {run}" in out, err
+
+
+def test_a_path_that_is_not_utf8_is_named_exactly(cli: CLI, tmp_path: Path) -> None:
+    """Its undecodable byte is shown as \\xNN (not dropped), so the one line still names the file."""
+    code, _, err = cli("validate-shards", os.fsdecode(bytes(tmp_path) + b"/shards\xff"))
+    assert code == 2 and err.strip() == f"olmo: {tmp_path}/shards\\xff is not a directory", err
