@@ -51,13 +51,29 @@ def _find(spec: str) -> tuple[Path, str | None]:
     raise ConfigError(f"recipe '{spec}' not found: give a .yaml or .py file, or one of: {', '.join(names) or '-'}")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key written twice in one mapping (PyYAML keeps the last one silently, so
+    `model:` given twice would train a model the user did not read). Keys a `<<` merge brings in may still be
+    overridden, as YAML intends."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                if key_node.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key '{key_node.value}' is given twice in one section", key_node.start_mark)
+                seen.add(key_node.value)
+        return super().construct_mapping(node, deep)
+
+
 def load_recipe(spec: str, overrides: list[str] | None = None) -> TrainConfig:
     path, func = _find(spec)
     if path.suffix == ".py":
         raw = config_to_dict(_run_python_recipe(path, func))
     else:
         try:
-            raw = yaml.safe_load(path.read_bytes().decode("utf-8")) or {}
+            raw = yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader) or {}
         except OSError as e:
             raise ConfigError(f"recipe {path} cannot be read ({e.strerror})") from None
         except UnicodeDecodeError:

@@ -204,6 +204,8 @@ CASES: list[tuple[str, int, Build]] = [
     ("train-yaml-unicode-key", 2, lambda w, c: _train(_yaml(c, "möde\u200bl: {}\n"))),
     ("train-yaml-timestamp", 2, lambda w, c: _train(recipe_in(w, c), "--set", "optim.lr=2001-12-14")),
     ("train-yaml-utf16", 2, lambda w, c: _train(_yaml(c, "steps: 3\n".encode("utf-16")))),
+    ("train-yaml-duplicate-key", 2, lambda w, c: _train(_yaml(c, _recipe_text(w, c) + "steps: 99999\n"))),
+    ("train-yaml-duplicate-nested-key", 2, lambda w, c: _train(_yaml(c, "optim: {lr: 0.1, lr: 0.2}\n"))),
     ("train-recipe-is-dir", 2, lambda w, c: _train(str(_mkdir(c / "r.yaml")))),
     ("train-recipe-fifo", 2, lambda w, c: _train(str(_fifo(c / "r.yaml")))),
     ("train-recipe-newline-name", 2, lambda w, c: _train(str(c / "r\nx.yaml"))),
