@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
+import sys
 import types
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
@@ -95,6 +96,7 @@ def _run_python_recipe(path: Path, func: str | None) -> TrainConfig:
     spec = importlib.util.spec_from_file_location(f"olmo_recipe_{path.stem}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    was, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ left beside the user's recipe
     try:
         spec.loader.exec_module(module)
     except SyntaxError as e:
@@ -107,6 +109,8 @@ def _run_python_recipe(path: Path, func: str | None) -> TrainConfig:
         raise ConfigError(f"recipe {path} called exit({e.code}) while loading; a recipe returns a config") from None
     except Exception as e:
         raise ConfigError(f"recipe {path} failed while loading{_where(e, path)}: {type(e).__name__}: {e}") from None
+    finally:
+        sys.dont_write_bytecode = was
     name = func or (path.stem if hasattr(module, path.stem) else "recipe")
     fn = getattr(module, name, None)
     if not callable(fn):

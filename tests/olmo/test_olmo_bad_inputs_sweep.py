@@ -594,3 +594,15 @@ def test_a_path_that_is_not_utf8_is_named_exactly(cli: CLI, tmp_path: Path) -> N
     """Its undecodable byte is shown as \\xNN (not dropped), so the one line still names the file."""
     code, _, err = cli("validate-shards", os.fsdecode(bytes(tmp_path) + b"/shards\xff"))
     assert code == 2 and err.strip() == f"olmo: {tmp_path}/shards\\xff is not a directory", err
+
+
+def test_a_python_recipe_leaves_no_bytecode_beside_it(cli: CLI, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Even where Python writes bytecode (no PYTHONDONTWRITEBYTECODE), a failed run adds no __pycache__."""
+    import sys
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    recipe = _write(tmp_path / "r.py", "def recipe():\n    return 1 / 0\n")
+    code, _, err = cli("train", str(recipe), "--device", "cpu")
+    assert code == 2 and "ZeroDivisionError" in err and sorted(p.name for p in tmp_path.iterdir()) == ["r.py"], err
+    assert sys.dont_write_bytecode is False
