@@ -268,7 +268,7 @@ def export_hf(ckpt: Path, out: Path, tokenizer: Path | None = None, dtype: torch
                           "writes one); start a run from it with `olmo train RECIPE --init-from` and export that")
     saved_model = checkpoint.saved_config(path, state)["model"]
     source = path / (checkpoint.TRAIN_STATE if (path / checkpoint.TRAIN_STATE).is_file() else "config.json")
-    model_cfg = from_dict({"model": saved_model}, str(source)).model
+    model_cfg = checked_model(from_dict({"model": saved_model}, str(source)).model, source)
     check_output_dir(out, "output folder")
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} already exists; pass --overwrite or choose another output directory")
@@ -354,17 +354,23 @@ def _read_hf_config(conf: Path) -> ModelConfig:
         raise ConfigError(f"{conf} {what}; it is not a complete OLMo 2/3 config") from None
     import dataclasses
 
-    from olmo.config import validate
     from olmo.recipe import from_dict
 
     # through the recipe loader, so every field gets its declared type (or a message naming it), then the
     # checks any recipe gets
-    model_cfg = from_dict({"model": dataclasses.asdict(model_cfg)}, str(conf)).model
+    return checked_model(from_dict({"model": dataclasses.asdict(model_cfg)}, str(conf)).model, conf)
+
+
+def checked_model(model_cfg: ModelConfig, source: Path) -> ModelConfig:
+    """`model_cfg` (read from `source`, a file of data) after the checks any recipe's model gets, so a damaged
+    or hostile shape is refused before a tensor is sized from it."""
+    from olmo.config import validate
+
     try:
         validate(TrainConfig(model=model_cfg, data=DataConfig(seq_len=min(64, model_cfg.max_seq_len)),
                              global_batch_size=1, micro_batch_size=1))
     except ConfigError as e:
-        raise ConfigError(f"{conf}: {e}") from None
+        raise ConfigError(f"{source}: {e}") from None
     return model_cfg
 
 

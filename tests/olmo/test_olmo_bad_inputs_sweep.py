@@ -63,6 +63,16 @@ def _state(w: World, c: Path, edit: dict[str, Any]) -> Path:
     return run
 
 
+def _model_edit(w: World, c: Path, **changes: object) -> Path:
+    """A copy of the world's run whose checkpoint records a model config with `changes`."""
+    run = copy_run(w, c)
+    st = _latest(run) / "train_state.json"
+    state = json.loads(st.read_text())
+    state["config"]["model"].update(changes)
+    st.write_text(json.dumps(state))
+    return run
+
+
 def _sidecar(d: Path, text: str) -> Path:
     next(iter(sorted(d.glob("part-*.json")))).write_text(text)
     return d
@@ -309,6 +319,16 @@ CASES: list[tuple[str, int, Build]] = [
     ("export-tokenizer-fifo", 2, lambda w, c: ["export-hf", str(w.ckpt), str(c / "out"), "--tokenizer",
                                                str(_fifo(c / "tok.json"))]),
     ("export-json-bad", 2, lambda w, c: ["export-hf", str(c / "nope"), str(c / "out"), "--json"]),
+    ("export-state-model-huge", 2, lambda w, c: ["export-hf", str(_latest(_model_edit(w, c, d_model=2**40))),
+                                                 str(c / "out")]),
+    ("export-state-model-layers-text", 2, lambda w, c: ["export-hf", str(_latest(_model_edit(w, c, n_layers="x"))),
+                                                        str(c / "out")]),
+    ("export-state-model-unknown-key", 2, lambda w, c: ["export-hf", str(_latest(_model_edit(w, c, bogus=1))),
+                                                        str(c / "out")]),
+    ("init-from-state-model-huge", 2, lambda w, c: _train(recipe_in(w, c), "--init-from", str(_latest(
+        _model_edit(w, c, vocab_size=2**40, d_model=2**30))))),
+    ("resume-state-model-nan-eps", 2, lambda w, c: (_model_edit(w, c, norm_eps=float("nan")),
+                                                    _train(recipe_in(w, c), "--resume"))[1]),
     # ------------------------------------------------------------------ import-hf
     ("import-config-is-dir", 2, lambda w, c: ["import-hf", str(_mkdir(_unlink(_hf_copy(w, c) / "config.json"))
                                                                .parent), str(c / "out")]),
