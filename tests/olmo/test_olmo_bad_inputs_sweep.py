@@ -73,6 +73,18 @@ def _model_edit(w: World, c: Path, **changes: object) -> Path:
     return run
 
 
+def _victim(c: Path) -> Path:
+    """A file outside the output folder that a lock written through a symlink would overwrite."""
+    return _write(c / "victim.txt", "precious\n")
+
+
+def _planted(c: Path, name: str) -> Path:
+    """An output folder holding a `.olmo.lock` symlink to the victim."""
+    d = _mkdir(c / name)
+    _link(d / ".olmo.lock", _victim(c))
+    return d
+
+
 def _sidecar(d: Path, text: str) -> Path:
     next(iter(sorted(d.glob("part-*.json")))).write_text(text)
     return d
@@ -421,6 +433,17 @@ CASES: list[tuple[str, int, Build]] = [
     ("core-export-config-fifo", 2, lambda w, c: ["export-hf", str(_fifo(_unlink(_core(w, c, {"model": CORE_MODEL}) /
                                                                                 "config.json")).parent),
                                                  str(c / "out")]),
+    # ------------------------------------------------------------------ lock files planted in the output
+    ("lock-symlink-out-train", 2, lambda w, c: _train(recipe_in(w, c), "--set", f"run_dir={_planted(c, 'run')}")),
+    ("lock-symlink-out-resume", 2, lambda w, c: (copy_run(w, c), _link(c / "run" / ".olmo.lock", _victim(c)),
+                                                 _train(recipe_in(w, c), "--resume"))[2]),
+    ("lock-symlink-out-prepare", 2, lambda w, c: ["prepare-data", "-i", str(w.docs), "-o", str(_planted(c, "o")),
+                                                  *PREP]),
+    ("lock-fifo-train", 2, lambda w, c: _train(recipe_in(w, c), "--set",
+                                               f"run_dir={_fifo(_mkdir(c / 'r') / '.olmo.lock').parent}")),
+    ("lock-dir-prepare", 2, lambda w, c: ["prepare-data", "-i", str(w.docs), "-o", str(_mkdir(_mkdir(c / "o") /
+                                                                                              ".olmo.lock").parent),
+                                          *PREP]),
     # ------------------------------------------------------------------ OLMo-core-style folders, damaged
     ("core-export-config-model-list", 2, lambda w, c: ["export-hf", str(_core(w, c, {"model": []})), str(c / "out")]),
     ("core-export-config-deep", 2, lambda w, c: ["export-hf", str(_core(w, c, DEEP)), str(c / "out")]),
