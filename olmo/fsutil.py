@@ -40,11 +40,20 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def create_fresh(path: Path) -> IO[bytes]:
+    """`path` opened for writing as a new file of ours. A leftover temp file is removed first, and O_EXCL |
+    O_NOFOLLOW mean a symlink planted at the name is never written through (it would write outside the folder)."""
+    if os.path.lexists(path):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, "wb")
+
+
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Call `write(f)` on a temp file in path's directory, then atomically put it at `path`."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
+        with create_fresh(tmp) as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())

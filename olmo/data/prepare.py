@@ -48,6 +48,7 @@ from olmo.errors import OlmoError, Resumable, is_disk_full
 from olmo.fsutil import (
     atomic_write_json,
     check_output_dir,
+    create_fresh,
     fsync_dir,
     gigabytes,
     missing_dirs,
@@ -149,7 +150,7 @@ class ShardWriter:
     def __init__(self, directory: Path, index: int, dtype: str):
         self.directory, self.name, self.dtype = directory, shard_name(index), dtype
         self.tmp = directory / f".{self.name}.tmp"
-        self.f = open(self.tmp, "wb")  # noqa: SIM115 (open until finish(): the shard is written in pieces)
+        self.f = create_fresh(self.tmp)  # open until finish(): the shard is written in pieces
         self.sha = hashlib.sha256()
         self.crcs: list[str] = []
         self.crc, self.in_block = 0, 0

@@ -649,3 +649,16 @@ def test_a_python_recipe_leaves_no_bytecode_beside_it(cli: CLI, tmp_path: Path,
     code, _, err = cli("train", str(recipe), "--device", "cpu")
     assert code == 2 and "ZeroDivisionError" in err and sorted(p.name for p in tmp_path.iterdir()) == ["r.py"], err
     assert sys.dont_write_bytecode is False
+
+
+def test_a_symlink_planted_at_a_temp_name_is_not_written_through(tmp_path: Path) -> None:
+    """Crash-safe writes go through a temp name beside the target; a link planted at that name is replaced,
+    and the file it points at (outside the folder) keeps its bytes."""
+    from olmo.fsutil import atomic_write_bytes
+
+    victim = _write(tmp_path / "victim.txt", "precious\n")
+    out = _mkdir(tmp_path / "run")
+    _link(out / f".train_state.json.tmp{os.getpid()}", victim)
+    atomic_write_bytes(out / "train_state.json", b"{}")
+    assert victim.read_text() == "precious\n"
+    assert (out / "train_state.json").read_bytes() == b"{}" and [p.name for p in out.iterdir()] == ["train_state.json"]
