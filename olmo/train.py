@@ -156,12 +156,23 @@ def setup(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None = No
     return s
 
 
+def _record_step(line: str) -> float:
+    """The step of one metrics record; infinity (so it is dropped) for a line that is not one, e.g. the torn
+    last line of a run that was killed mid-write."""
+    try:
+        rec = json.loads(line)
+    except (ValueError, RecursionError):
+        return math.inf
+    step = rec.get("step", 0) if isinstance(rec, dict) else None
+    return step if isinstance(step, int | float) and not isinstance(step, bool) else math.inf
+
+
 def _trim_metrics(path: Path, keep_until: int) -> None:
     """Drop metrics records past `keep_until` (left by a run that died after its last checkpoint)."""
     if not path.is_file():
         return
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
-    kept = [ln for ln in lines if json.loads(ln).get("step", 0) <= keep_until]
+    lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    kept = [ln for ln in lines if _record_step(ln) <= keep_until]
     if len(kept) != len(lines):
         atomic_write_bytes(path, "".join(ln + "\n" for ln in kept).encode())
 

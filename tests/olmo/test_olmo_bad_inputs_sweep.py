@@ -662,3 +662,18 @@ def test_a_symlink_planted_at_a_temp_name_is_not_written_through(tmp_path: Path)
     atomic_write_bytes(out / "train_state.json", b"{}")
     assert victim.read_text() == "precious\n"
     assert (out / "train_state.json").read_bytes() == b"{}" and [p.name for p in out.iterdir()] == ["train_state.json"]
+
+
+@pytest.mark.parametrize("tail", ['{"step": 3, "lo', "\x00\xff garbage", "[1, 2]", '{"step": "x"}', DEEP[:2000]])
+def test_resume_after_a_torn_metrics_line_goes_on(tail: str, world: World, cli: CLI, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run killed mid-write leaves a torn last line in metrics.jsonl; --resume drops it and trains on."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(olmo.cli.main, "doctor_gate", lambda *a: None)
+    case = _mkdir(tmp_path / "case")
+    run = copy_run(world, case)
+    with open(run / "metrics.jsonl", "a", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(tail + "\n")
+    code, _, err = cli(*_train(recipe_in(world, case), "--resume", "--set", "steps=3", "--set", "save_interval=3"))
+    assert code == 0 and "Traceback" not in err, err
+    assert tail not in (run / "metrics.jsonl").read_text(errors="replace")
