@@ -49,7 +49,7 @@ import torch
 import torch.distributed as dist
 
 from olmo.errors import OlmoError, is_disk_full
-from olmo.fsutil import atomic_write_bytes, fsync_dir, gigabytes, mount_of, remove_tree
+from olmo.fsutil import atomic_write_bytes, fsync_dir, gigabytes, mount_of, read_small, remove_tree
 from olmo.interop import olmo_core as core
 
 CHECKPOINTS = "checkpoints"
@@ -248,10 +248,10 @@ def _parse_state(path: Path) -> dict[str, Any] | str:
         except ValueError as e:  # its config.json is unreadable or holds another model
             return str(e)
     try:
-        state = json.loads((path / TRAIN_STATE).read_bytes())
+        state = json.loads(read_small(path / TRAIN_STATE))
     except OSError as e:
         return f"{TRAIN_STATE} cannot be read ({e.strerror})"
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply to parse
         return f"{TRAIN_STATE} is not valid JSON"
     if not isinstance(state, dict):
         return f"{TRAIN_STATE} is not a JSON object"

@@ -25,6 +25,10 @@ CPU_FLOPS_PER_CORE = 2e11
 GPU_FLOPS = 2e15
 WARN_SECONDS = 60.0
 MAX_LAYERS = 4096
+# Widths, lengths and counts past these are typos (OLMo's largest: d_model 8192, vocab ~200K, 1M-token
+# contexts, trillions of tokens); refused before a tensor is sized from them or a loop walks them.
+MAX_WIDTH = 2**24
+MAX_COUNT = 2**53
 
 
 def _floats(obj: Any, prefix: str = "") -> list[tuple[str, float]]:
@@ -64,6 +68,16 @@ def check_numbers(cfg: TrainConfig) -> None:
     if m.n_layers > MAX_LAYERS:  # checks and FLOP counts walk the layers: a typo must not hang them
         raise ConfigError(f"model.n_layers ({m.n_layers:,}) is more than olmo builds (at most {MAX_LAYERS:,}; "
                           "OLMo's largest models have 64)")
+    for name, value in (("model.d_model", m.d_model), ("model.mlp_hidden", m.mlp_hidden),
+                        ("model.n_heads", m.n_heads), ("model.vocab_size", m.vocab_size),
+                        ("model.max_seq_len", m.max_seq_len), ("data.seq_len", d.seq_len),
+                        ("model.head_dim", m.head_dim or 0), ("model.n_kv_heads", m.n_kv_heads or 0)):
+        if value > MAX_WIDTH:
+            raise ConfigError(f"{name} ({value:,}) is more than olmo builds (at most {MAX_WIDTH:,})")
+    for name, value in (("steps", cfg.steps), ("global_batch_size", cfg.global_batch_size),
+                        ("micro_batch_size", cfg.micro_batch_size)):
+        if value > MAX_COUNT:
+            raise ConfigError(f"{name} ({value:,}) is more than olmo counts to (at most {MAX_COUNT:,})")
     if o.final_lr_ratio > 1:
         raise ConfigError(f"optim.final_lr_ratio must be between 0 and 1 (got {o.final_lr_ratio})")
     for name, count in (("n_kv_heads", m.n_kv_heads), ("head_dim", m.head_dim)):

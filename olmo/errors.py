@@ -50,8 +50,14 @@ class DamageFound(OlmoError):
 
 def one_line(text: str) -> str:
     """`text` as one printable line: newlines and other control characters (from file contents or paths) would
-    split or garble the single line the contract promises."""
-    return " ".join("".join(c if c.isprintable() else " " for c in part) for part in str(text).splitlines()).strip()
+    split or garble the single line the contract promises. A byte of a path that is not UTF-8 (Python keeps it as
+    a lone surrogate) is shown as \\xNN, so the line still names the file exactly."""
+    def show(c: str) -> str:
+        if "\udc80" <= c <= "\udcff":
+            return f"\\x{ord(c) - 0xDC00:02x}"
+        return c if c.isprintable() else " "
+
+    return " ".join("".join(map(show, part)) for part in str(text).splitlines()).strip()
 
 
 def is_disk_full(exc: BaseException) -> bool:

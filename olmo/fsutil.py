@@ -4,13 +4,32 @@ within a filesystem; the directory fsync makes the rename itself survive a power
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import json
 import os
 import shutil
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+SMALL_FILE_BYTES = 256 * 2**20  # a manifest, sidecar, train state or config.json; far more is not one
+
+
+def read_small(path: Path, limit: int = SMALL_FILE_BYTES) -> bytes:
+    """The bytes of a metadata file. OSError (which the callers already turn into one line) when it is not a
+    regular file, e.g. a FIFO that would block or /dev/zero that never ends, or is larger than `limit`."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: opening a FIFO must not wait for a writer
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit // 2**20} MB, too large for a metadata file", str(path))
+    return data
 
 
 def fsync_dir(path: Path) -> None:
@@ -21,16 +40,20 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def create_fresh(path: Path) -> IO[bytes]:
+    """`path` opened for writing as a new file of ours. A leftover temp file is removed first, and O_EXCL |
+    O_NOFOLLOW mean a symlink planted at the name is never written through (it would write outside the folder)."""
+    if os.path.lexists(path):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, "wb")
+
+
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Call `write(f)` on a temp file in path's directory, then atomically put it at `path`."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        # a fresh file of our own (O_EXCL after removing a leftover): a temp name planted as a symlink in a
-        # shared folder must never be written through
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # umask applies, as with open()
-        with os.fdopen(fd, "wb") as f:
+        with create_fresh(tmp) as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())

@@ -58,11 +58,23 @@ class DirLock:
         self.path = self.directory / LOCK_NAME
         self.fd: int | None = None
 
+    def _not_a_plain_file(self) -> None:
+        """OlmoError when the lock file is a symlink or not a regular file: taking it would write wherever the
+        link points (outside the folder), and a FIFO would block."""
+        try:
+            mode = os.lstat(self.path).st_mode
+        except OSError:
+            return
+        if not stat.S_ISREG(mode):
+            raise OlmoError(f"{self.path} is not a plain file (a symlink, folder or device); olmo writes its lock "
+                            f"there, so remove it or use another {self.what}")
+
     def check_free(self) -> None:
         """OlmoError if another process holds the folder now; writes nothing (a shared lock, at once undone),
         so a command can say "in use" before its slower checks without leaving a file behind."""
         if os.path.realpath(self.path) in _mine:
             return
+        self._not_a_plain_file()
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | _SAFE)
         except OSError:
@@ -80,6 +92,7 @@ class DirLock:
             os.close(fd)
 
     def acquire(self) -> DirLock:
+        self._not_a_plain_file()
         for _ in range(20):
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | _SAFE, 0o644)

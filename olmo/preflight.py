@@ -95,6 +95,8 @@ def preflight(cfg: TrainConfig, resume: bool, say: Any = None, validated: bool =
     if cfg.model.attn_backend != "auto":
         get_backend(cfg.model.attn_backend, device, windowed=cfg.model.windowed)
     ckpt = checkpoint.latest(Path(cfg.run_dir))
+    if ckpt is None:
+        _no_damaged_checkpoints(Path(cfg.run_dir))
     if ckpt and not resume:
         raise ConfigError(f"{cfg.run_dir} already has checkpoints (latest: {ckpt.name}); pass --resume to continue "
                           "that run, or set run_dir to a new directory")
@@ -106,6 +108,19 @@ def preflight(cfg: TrainConfig, resume: bool, say: Any = None, validated: bool =
     return Checked(world, device, ckpt, init_path, loader, val)
 
 
+def _no_damaged_checkpoints(run_dir: Path) -> None:
+    """When run_dir has no checkpoint olmo can resume: refuse if checkpoints/ is not a folder, or holds step
+    folders anyway (ones that lost their train state, or OLMo-core's): training would write over them."""
+    root = run_dir / checkpoint.CHECKPOINTS
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"{root} is not a directory; move it away or set run_dir to a new directory")
+    steps = sorted(p.name for p in root.iterdir() if checkpoint.STEP_RE.match(p.name)) if root.is_dir() else []
+    if steps:
+        raise ConfigError(f"{root} holds {', '.join(steps[:3])} but no checkpoint olmo can resume (no "
+                          f"{checkpoint.TRAIN_STATE}); restore it, start from OLMo-core's with --init-from, or set "
+                          "run_dir to a new directory")
+
+
 def _resume_state(ckpt: Path) -> dict[str, Any]:
     """The parts of train_state.json a resume reads, checked for shape (the file is data)."""
     state = checkpoint.read_state(ckpt)
@@ -113,8 +128,11 @@ def _resume_state(ckpt: Path) -> dict[str, Any]:
     loader = state.get("data_loader")
     counts = ("seed", "epoch", "batch_in_epoch", "global_batch_size", "seq_len")
     rngs = state.get("rng_ranks") or [state.get("rng")]
-    ok = (isinstance(state.get("step"), int) and isinstance(state.get("tokens_seen"), int)
-          and isinstance(loader, dict) and all(isinstance(loader.get(k), int) for k in counts)
+    def count(v: object) -> bool:  # a JSON integer a resume can count from (not a bool, not negative)
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53
+
+    ok = (count(state.get("step")) and count(state.get("tokens_seen"))
+          and isinstance(loader, dict) and all(count(loader.get(k)) for k in counts)
           and loader["global_batch_size"] > 0 and isinstance(loader.get("fingerprint"), str)
           and isinstance(rngs, list) and all(isinstance(r, dict) for r in rngs))
     if not ok:
@@ -190,4 +208,6 @@ def check_resumed_config(saved: dict[str, Any], cfg: TrainConfig, say: Any) -> N
         raise ConfigError(f"the checkpoint's model differs from the recipe ({', '.join(model_changes)}); "
                           "resume with the original model settings or start a new run_dir")
     if changed:
-        say(f"[yellow]resuming with changed settings: {', '.join(changed)}[/]")
+        from rich.markup import escape  # the changed values are the user's data, not markup
+
+        say(f"[yellow]resuming with changed settings: {escape(', '.join(changed))}[/]")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
+import sys
 import types
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
@@ -51,24 +52,39 @@ def _find(spec: str) -> tuple[Path, str | None]:
     raise ConfigError(f"recipe '{spec}' not found: give a .yaml or .py file, or one of: {', '.join(names) or '-'}")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key written twice in one mapping (PyYAML keeps the last one silently, so
+    `model:` given twice would train a model the user did not read). Keys a `<<` merge brings in may still be
+    overridden, as YAML intends."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                if key_node.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key '{key_node.value}' is given twice in one section", key_node.start_mark)
+                seen.add(key_node.value)
+        return super().construct_mapping(node, deep)
+
+
 def load_recipe(spec: str, overrides: list[str] | None = None) -> TrainConfig:
     path, func = _find(spec)
     if path.suffix == ".py":
         raw = config_to_dict(_run_python_recipe(path, func))
     else:
         try:
-            raw = yaml.safe_load(path.read_bytes().decode("utf-8")) or {}
+            raw = yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader) or {}
         except OSError as e:
             raise ConfigError(f"recipe {path} cannot be read ({e.strerror})") from None
         except UnicodeDecodeError:
             raise ConfigError(f"recipe {path} is not a text file (not UTF-8); give a YAML or Python recipe") from None
+        except RecursionError:
+            raise ConfigError(f"{path} is nested too deeply to read; a recipe is a few flat sections") from None
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
             raise ConfigError(f"{path} is not valid YAML{where}: {getattr(e, 'problem', e)}") from None
-        except RecursionError:  # `[[[[...` or keys indented thousands deep: no recipe looks like that
-            raise ConfigError(f"{path} is nested too deeply to be a recipe; give a YAML mapping of config "
-                              "sections (model:, data:, optim:, ...)") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"{path} must be a YAML mapping of config sections (model:, data:, optim:, ...)")
     for item in overrides or []:
@@ -80,6 +96,7 @@ def _run_python_recipe(path: Path, func: str | None) -> TrainConfig:
     spec = importlib.util.spec_from_file_location(f"olmo_recipe_{path.stem}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    was, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ left beside the user's recipe
     try:
         spec.loader.exec_module(module)
     except SyntaxError as e:
@@ -88,8 +105,12 @@ def _run_python_recipe(path: Path, func: str | None) -> TrainConfig:
         raise ConfigError(f"recipe {path} cannot be loaded as Python ({type(e).__name__}: {e})") from None
     except ConfigError:
         raise
+    except SystemExit as e:  # sys.exit() in a recipe must not end olmo with the recipe's exit code
+        raise ConfigError(f"recipe {path} called exit({e.code}) while loading; a recipe returns a config") from None
     except Exception as e:
         raise ConfigError(f"recipe {path} failed while loading{_where(e, path)}: {type(e).__name__}: {e}") from None
+    finally:
+        sys.dont_write_bytecode = was
     name = func or (path.stem if hasattr(module, path.stem) else "recipe")
     fn = getattr(module, name, None)
     if not callable(fn):
@@ -98,6 +119,8 @@ def _run_python_recipe(path: Path, func: str | None) -> TrainConfig:
         cfg = fn()
     except ConfigError:
         raise
+    except SystemExit as e:
+        raise ConfigError(f"recipe {path}:{name}() called exit({e.code}); a recipe returns a config") from None
     except Exception as e:  # the recipe's own code: its error, told as one line pointing into the recipe
         raise ConfigError(f"recipe {path}:{name}() failed{_where(e, path)}: {type(e).__name__}: {e}") from None
     if not isinstance(cfg, TrainConfig):

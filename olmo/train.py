@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 from rich.console import Console
+from rich.markup import escape  # paths are data: a "[/x]" in one is not markup
 
 from olmo import checkpoint, parallel
 from olmo.config import ConfigError, TrainConfig
@@ -140,14 +141,14 @@ def setup(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None = No
         if not checkpoint.restore_rng(state, world.rank, world.world_size):
             say(f"resuming on {world.world_size} process(es) from a checkpoint saved on {saved_world}: same global "
                 "batches from the same sample index, split over the new ranks (RNG states not restored)")
-        say(f"resumed from {ckpt} (step {s.step}, {s.tokens_seen:,} tokens seen)")
+        say(f"resumed from {escape(str(ckpt))} (step {s.step}, {s.tokens_seen:,} tokens seen)")
     else:
         if resume:
-            say(f"no checkpoint in {run_dir / checkpoint.CHECKPOINTS}; starting a new run")
+            say(f"no checkpoint in {escape(str(run_dir / checkpoint.CHECKPOINTS))}; starting a new run")
         if checked.init_path:
             path = checked.init_path
             checkpoint.load(path, model, None)
-            say(f"initialised the weights from {path} (step 0, fresh optimizer and data order)")
+            say(f"initialised the weights from {escape(str(path))} (step 0, fresh optimizer and data order)")
     if world.is_main:
         from olmo.data import tokenizer_files
         s.carry = tokenizer_files.for_run(cfg, ckpt if resume else None,
@@ -155,24 +156,25 @@ def setup(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None = No
     return s
 
 
+def _record_step(line: str) -> float:
+    """The step of one metrics record; infinity (so it is dropped) for a line that is not one, e.g. the torn
+    last line of a run that was killed mid-write."""
+    try:
+        rec = json.loads(line)
+    except (ValueError, RecursionError):
+        return math.inf
+    step = rec.get("step", 0) if isinstance(rec, dict) else None
+    return step if isinstance(step, int | float) and not isinstance(step, bool) else math.inf
+
+
 def _trim_metrics(path: Path, keep_until: int) -> None:
     """Drop metrics records past `keep_until` (left by a run that died after its last checkpoint)."""
     if path.is_symlink() or not path.is_file():
         return  # a link is refused when the metrics log opens it, never read or rewritten through
     lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    kept = [ln for ln in lines if _step(ln) <= keep_until]
+    kept = [ln for ln in lines if _record_step(ln) <= keep_until]
     if len(kept) != len(lines):
         atomic_write_bytes(path, "".join(ln + "\n" for ln in kept).encode())
-
-
-def _step(line: str) -> float:
-    """A record's step; a torn or foreign line (a run killed mid-write) counts as past every checkpoint."""
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
-        return float("inf")
-    step = record.get("step", 0) if isinstance(record, dict) else None
-    return step if isinstance(step, int | float) and not isinstance(step, bool) else float("inf")
 
 
 def train_step(s: Setup, micro_batches: list[torch.Tensor], lr: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -336,7 +338,7 @@ def _train(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None) ->
                          "config": config_to_dict(cfg), "world_size": s.world.world_size}
                 result.checkpoint = checkpoint.save(run_dir, step, s.model, s.optimizer, state, cfg.keep_last_n,
                                                     extra=s.carry)
-                say(f"saved {result.checkpoint}")
+                say(f"saved {escape(str(result.checkpoint))}")
             paused += time.perf_counter() - t_pause
             paused_total += time.perf_counter() - t_pause
     except KeyboardInterrupt:

@@ -56,7 +56,7 @@ def parse_count(text: str) -> int:
     mult = {"K": 10**3, "M": 10**6, "G": 10**9, "B": 10**9}.get(t[-1:], 1)
     try:
         n = int(float(t[:-1] if mult > 1 else t) * mult)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: inf, or a number past float's range
         raise OlmoError(f"'{text}' is not a count; use e.g. 256M or 1000000") from None
     if n <= 0:
         raise OlmoError(f"the count must be positive (got {text})")
@@ -91,6 +91,9 @@ def prepare_data(
     from olmo.data.shards import dtype_for_vocab
 
     shard_tokens = parse_count(shard_size)
+    if eos_token is not None and not eos_token.strip():
+        raise OlmoError("--eos-token is empty; give the end-of-document token (e.g. '<|endoftext|>') or leave the "
+                        "option out to detect it")
     files = P.find_inputs(inputs)
     tok = P.load_tokenizer(tokenizer, eos_token)
     if dry_run:
@@ -139,7 +142,7 @@ def _print_dry_run(files: list[Path], stats: dict[str, FileStats], vocab: int, s
         docs, toks, empty, bad = (st.docs, st.tokens, st.empty, st.bad) if st else (0, 0, 0, 0)
         flag = "[red]no documents[/]" if docs == 0 else ("[red]unparseable lines[/]" if bad else "")
         flagged += bool(flag)
-        table.add_row(str(f), f"{docs:,}", f"{toks:,}", str(empty), str(bad), flag)
+        table.add_row(escape(str(f)), f"{docs:,}", f"{toks:,}", str(empty), str(bad), flag)
     out.print(table)
     total = sum(s.tokens for s in stats.values())
     shards = max(1, -(-total // shard_tokens))
@@ -162,6 +165,7 @@ def validate_shards(
     json_: JsonFlag = False,
 ) -> None:
     """Recount tokens and documents, check ids against the vocabulary, verify checksums; exit 1 on corruption."""
+    import numpy as np
     from rich.table import Table
 
     from olmo.cli.progress import bytes_bar
@@ -169,6 +173,9 @@ def validate_shards(
 
     if dtype is not None and dtype not in DTYPES:
         raise OlmoError(f"--dtype {dtype} is not one of: {', '.join(DTYPES)}")
+    if dtype is not None and vocab_size is not None and vocab_size - 1 > np.iinfo(dtype).max:
+        raise OlmoError(f"--vocab-size {vocab_size:,} does not fit in --dtype {dtype} (at most "
+                        f"{np.iinfo(dtype).max + 1:,} ids); use uint32")
     if not directory.is_dir():
         raise OlmoError(f"{directory} is not a directory")
     try:
@@ -181,8 +188,9 @@ def validate_shards(
         raise DamageFound(f"corrupt: {e}") from None
     table = Table("shard", "tokens", "documents", "max id", "status", box=None)
     for r in reports:
-        status = "[green]ok[/]" if not r.problems else f"[red]{r.problems[0].message}[/]"
-        table.add_row(r.file, f"{r.num_tokens:,}", f"{r.num_docs:,}" if r.num_docs >= 0 else "-", str(r.max_id), status)
+        status = "[green]ok[/]" if not r.problems else f"[red]{escape(r.problems[0].message)}[/]"
+        docs = f"{r.num_docs:,}" if r.num_docs >= 0 else "-"
+        table.add_row(escape(r.file), f"{r.num_tokens:,}", docs, str(r.max_id), status)
     out.print(table)
     problems = [p for r in reports for p in r.problems]
     if json_:
@@ -300,17 +308,17 @@ def train_cmd(
         cfg.init_from = init_from
     world = world_from_env()
     validate(cfg, world.world_size)
-    if world.is_main:
-        from olmo.config_numbers import slow_step
-
-        warning = slow_step(cfg, _plan_device(cfg.device), world.world_size)
-        if warning:
-            err.print(f"olmo: warning: {warning}", markup=False)
     if not dry_run:
         from olmo.preflight import preflight
 
         # bad data or run_dir fails here, before the doctor's probes; train() uses what it found, not a second look
         checked = preflight(cfg, resume, out.print, validated=True)
+    if world.is_main:  # after the checks: a run refused for bad input says only why
+        from olmo.config_numbers import slow_step
+
+        warning = slow_step(cfg, _plan_device(cfg.device), world.world_size)
+        if warning:
+            err.print(f"olmo: warning: {warning}", markup=False)
     if dry_run:
         from olmo.train import describe
 
@@ -333,8 +341,8 @@ def train_cmd(
         raise typer.Exit(1) from None
     ev = f", eval loss {res.eval_loss:.4f}" if res.eval_loss is not None else ""
     if world_from_env().is_main:
-        out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; "
-                  f"checkpoint {escape(str(res.checkpoint))}")
+        out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}",
+                  markup=False)
     if json_:
         jsonout.emit(summaries.trained(cfg, res))
 

@@ -48,6 +48,7 @@ from olmo.errors import OlmoError, Resumable, is_disk_full
 from olmo.fsutil import (
     atomic_write_json,
     check_output_dir,
+    create_fresh,
     fsync_dir,
     gigabytes,
     missing_dirs,
@@ -149,12 +150,7 @@ class ShardWriter:
     def __init__(self, directory: Path, index: int, dtype: str):
         self.directory, self.name, self.dtype = directory, shard_name(index), dtype
         self.tmp = directory / f".{self.name}.tmp"
-        # A leftover temp (a killed run) is removed, never written through: one planted as a symlink to another
-        # file would have that file overwritten with tokens. O_EXCL then creates a fresh file of our own.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.tmp)
-        fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # umask applies
-        self.f = os.fdopen(fd, "wb")  # open until finish(): the shard is written in pieces
+        self.f = create_fresh(self.tmp)  # open until finish(): the shard is written in pieces
         self.sha = hashlib.sha256()
         self.crcs: list[str] = []
         self.crc, self.in_block = 0, 0

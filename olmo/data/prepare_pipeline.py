@@ -140,7 +140,7 @@ def parse(task: Task) -> tuple[list[str], list[int], int, int, int]:
             text = json.loads(line)["text"]
             if not isinstance(text, str):
                 raise TypeError
-        except (ValueError, RecursionError, TypeError, KeyError, IndexError):
+        except (ValueError, RecursionError, TypeError, KeyError, IndexError):  # nested too deep is bad too
             bad += 1
             first_bad = first_bad or n
             continue

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from olmo.errors import OlmoError
+from olmo.fsutil import read_small
 
 MANIFEST = "manifest.json"
 FORMAT = "olmo-token-shards"
@@ -117,10 +118,10 @@ def load_manifest(directory: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_small(path))
     except OSError as e:
         raise ManifestError(f"{path} cannot be read ({e.strerror})") from None
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply to parse
         raise ManifestError(f"{path} is not valid JSON; rerun `olmo prepare-data` to rewrite it") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ManifestError(f"{path} is not an olmo token-shard manifest (format {FORMAT!r} missing)")
@@ -159,7 +160,7 @@ def read_sidecars(directory: Path) -> list[ShardMeta]:
     metas = []
     for side in sorted(directory.glob("part-*.json")):
         try:
-            raw = json.loads(side.read_bytes())
+            raw = json.loads(read_small(side))
         except (OSError, ValueError, RecursionError):
             continue
         resume = raw.get("resume_after") if isinstance(raw, dict) else None
@@ -320,6 +321,12 @@ def validate_dir(directory: Path, vocab_size: int | None = None, dtype: str | No
         if progress:
             path = directory / m.file
             progress(path.stat().st_size if path.is_file() else 0)
+    if metas[0].sha256 and load_manifest(directory) is None:  # sidecars only: a shard whose sidecar is lost
+        listed = {m.file for m in metas}                       # would otherwise go unchecked, and unread
+        reports += [ShardReport(p.name, 0, -1, -1, [Problem(p.name, None, "has no metadata (its .json sidecar is "
+                                                            "missing or damaged and there is no manifest); rerun "
+                                                            "`olmo prepare-data`", 2)])
+                    for p in sorted(directory.glob("part-*.npy")) if p.name not in listed]
     return reports
 
 

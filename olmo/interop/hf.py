@@ -27,7 +27,7 @@ import torch
 
 from olmo import checkpoint
 from olmo.config import ConfigError, DataConfig, ModelConfig, OptimConfig, TrainConfig
-from olmo.fsutil import check_output_dir, fsync_dir
+from olmo.fsutil import check_output_dir, fsync_dir, read_small
 
 SHARD_BYTES = 5 * 1024**3  # safetensors files of at most 5 GiB, as Hugging Face's save_pretrained default
 _FIXED = {"embeddings.weight": "model.embed_tokens.weight", "lm_head.norm.weight": "model.norm.weight",
@@ -275,7 +275,7 @@ def export_hf(ckpt: Path, out: Path, tokenizer: Path | None = None, dtype: torch
                           "writes one); start a run from it with `olmo train RECIPE --init-from` and export that")
     saved_model = checkpoint.saved_config(path, state)["model"]
     source = path / (checkpoint.TRAIN_STATE if (path / checkpoint.TRAIN_STATE).is_file() else "config.json")
-    model_cfg = from_dict({"model": saved_model}, str(source)).model
+    model_cfg = checked_model(from_dict({"model": saved_model}, str(source)).model, source)
     check_output_dir(out, "output folder")
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} already exists; pass --overwrite or choose another output directory")
@@ -328,7 +328,7 @@ def _read_hf_weights(hf_dir: Path, progress: Callable[[int, int], None] | None =
 def _index_files(index: Path) -> list[str]:
     """The weight files model.safetensors.index.json names: plain names inside the folder only."""
     try:
-        weight_map = json.loads(index.read_bytes())["weight_map"]
+        weight_map = json.loads(read_small(index))["weight_map"]
         names = list(weight_map.values())
     except (ValueError, RecursionError, KeyError, TypeError, AttributeError):
         raise ConfigError(f"{index} is not a safetensors index (JSON with a weight_map); download it again") from None
@@ -342,10 +342,10 @@ def _index_files(index: Path) -> list[str]:
 def _read_hf_config(conf: Path) -> ModelConfig:
     """config.json as a ModelConfig; ConfigError naming the file for anything that is not an OLMo 2/3 config."""
     try:
-        raw = json.loads(conf.read_bytes())
+        raw = json.loads(read_small(conf))
     except OSError as e:
         raise ConfigError(f"{conf} cannot be read ({e.strerror})") from None
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply to parse
         raise ConfigError(f"{conf} is not valid JSON; download it again") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{conf} is not a JSON object; give a Hugging Face model folder")
@@ -361,17 +361,23 @@ def _read_hf_config(conf: Path) -> ModelConfig:
         raise ConfigError(f"{conf} {what}; it is not a complete OLMo 2/3 config") from None
     import dataclasses
 
-    from olmo.config import validate
     from olmo.recipe import from_dict
 
     # through the recipe loader, so every field gets its declared type (or a message naming it), then the
     # checks any recipe gets
-    model_cfg = from_dict({"model": dataclasses.asdict(model_cfg)}, str(conf)).model
+    return checked_model(from_dict({"model": dataclasses.asdict(model_cfg)}, str(conf)).model, conf)
+
+
+def checked_model(model_cfg: ModelConfig, source: Path) -> ModelConfig:
+    """`model_cfg` (read from `source`, a file of data) after the checks any recipe's model gets, so a damaged
+    or hostile shape is refused before a tensor is sized from it."""
+    from olmo.config import validate
+
     try:
         validate(TrainConfig(model=model_cfg, data=DataConfig(seq_len=min(64, model_cfg.max_seq_len)),
                              global_batch_size=1, micro_batch_size=1))
     except ConfigError as e:
-        raise ConfigError(f"{conf}: {e}") from None
+        raise ConfigError(f"{source}: {e}") from None
     return model_cfg
 
 

@@ -24,6 +24,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from olmo.fsutil import read_small
+
 MODEL_AND_OPTIM = "model_and_optim"
 CONFIG_JSON = "config.json"
 METADATA_JSON = ".metadata.json"  # OLMo-core's CheckpointMetadata; its find_checkpoints(ephemeral=...) reads it
@@ -169,8 +171,8 @@ def read_model_config(path: Path) -> dict[str, Any] | None:
     if not conf.is_file():
         return None
     try:
-        data = json.loads(conf.read_text())
-    except (OSError, ValueError, RecursionError) as e:
+        data = json.loads(read_small(conf))
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: not JSON, or not UTF-8
         raise ValueError(f"{conf} is not JSON ({e})") from None
     model = data.get("model") if isinstance(data, dict) else None
     if not isinstance(model, dict):
