@@ -422,9 +422,10 @@ def test_the_table_is_large_and_distinct() -> None:
     assert len(CASES) >= 40 and len({c[0] for c in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize(("name", "code", "build"), CASES, ids=[c[0] for c in CASES])
-def test_bad_input_is_one_line_and_writes_nothing(name: str, code: int, build: Build, world: World, cli: CLI,
-                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def run_bad_input(name: str, code: int, build: Build, world: World, cli: CLI, tmp_path: Path,
+                  monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], str]:
+    """Run one table case and check the contract: exit `code`, one `olmo: ` line on stderr, no traceback, no file
+    created or changed, no default run_dir. Returns the command's arguments and its stdout for extra checks."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(olmo.cli.main, "doctor_gate", lambda *a: None)  # the gate is tested elsewhere; no probes here
@@ -443,6 +444,13 @@ def test_bad_input_is_one_line_and_writes_nothing(name: str, code: int, build: B
     assert "Traceback" not in err + out
     assert snapshot(world.root, case) == before, f"{name}: files changed"
     assert not (tmp_path / "runs").exists(), f"{name}: a default run_dir appeared"
+    return args, out
+
+
+@pytest.mark.parametrize(("name", "code", "build"), CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_and_writes_nothing(name: str, code: int, build: Build, world: World, cli: CLI,
+                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_bad_input(name, code, build, world, cli, tmp_path, monkeypatch)
 
 
 def test_a_bug_keeps_its_traceback_and_asks_to_be_reported(cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
