@@ -153,7 +153,9 @@ else
   tv="$("$venv/bin/python" -c 'import torch; print(torch.__version__)')"
   case "$tv" in
     2.1[0-3].*) "${pip[@]}" install -qq -e "$here[olmo-core]" "torch==$tv" --config-settings editable_mode=compat \
-                  || say "ai2-olmo-core did not install; the OLMo-core round-trip test will skip" ;;
+                  || say "ai2-olmo-core did not install; the OLMo-core round-trip test will skip"
+                "${pip[@]}" install -qq -e "$here[fp8]" "torch==$tv" --config-settings editable_mode=compat \
+                  || say "torchao did not install; precision fp8 and its tests will be unavailable" ;;
   esac
   echo "$want" > "$stamp"
 fi

@@ -70,6 +70,7 @@ def _ours_worker(a: argparse.Namespace, opts: dict[str, str]) -> dict[str, float
     cfg = TrainConfig(model=model_cfg, micro_batch_size=1, global_batch_size=world.world_size, device="cuda",
                       precision="bf16", compile=True, steps=a.warmup + a.steps)
     cfg.data.seq_len = 8192
+    cfg.precision = opts.get("precision", "bf16")
     cfg.parallel.ac = opts.get("ac", "auto")
     cfg.parallel.reshard_after_forward = opts.get("reshard", "1") == "1"
     device = parallel.resolve_device(cfg.device, world)
@@ -105,6 +106,10 @@ def _olmo_core_worker(a: argparse.Namespace, opts: dict[str, str]) -> dict[str, 
     mesh = init_device_mesh("cuda", (world,))
     cfg = TransformerConfig.olmo3_7B(vocab_size=VOCAB, attn_backend=AttentionBackendName(opts.get("attn", "flash_2")))
     model = cfg.build(init_device="meta")
+    if opts.get("fp8") == "1":  # its own float8 option (torchao Float8Linear on all but the LM head), applied first
+        from olmo_core.float8 import Float8Config
+
+        model.apply_fp8(Float8Config(enabled=True))
     ac = opts.get("ac", "none")
     if ac == "full":
         model.apply_activation_checkpointing(TransformerActivationCheckpointingMode.full)
@@ -193,7 +198,8 @@ def main() -> int:
     p.add_argument("--layers", type=int, default=8, help="(a): the first N layers")
     p.add_argument("--impls", default=ONE_IMPLS, help="(a): ';' list for bench/train_throughput.py, anchor first")
     p.add_argument("--gpus", type=int, default=2, help="(b): GPUs of the FSDP2 run")
-    p.add_argument("--variants", default=FSDP_VARIANTS, help="(b): ';' list of ours:ac=..,attn=.. / olmo-core:ac=..")
+    p.add_argument("--variants", default=FSDP_VARIANTS,
+                   help="(b): ';' list of ours:ac=..,attn=..,precision=fp8 / olmo-core:ac=..,attn=..,fp8=1")
     p.add_argument("--attn", default="flex", help="(b): our attention backend (flex, flash_attn, flash_attn_3)")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--warmup", type=int, default=3)

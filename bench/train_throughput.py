@@ -89,6 +89,10 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
     device = torch.device("cuda")
     get_backend(cfg.attn_backend, device, windowed=cfg.windowed)
     model = build_model(cfg, device, seed=0)
+    if opts.get("fp8") == "1":  # precision: fp8, as the trainer: the blocks' projections in float8, then compile
+        from olmo.nn.float8 import apply_float8
+
+        apply_float8(model)
     model.lm_head.fused_loss = not args.plain_loss
     if "chunk" in opts:
         model.lm_head.loss_chunk_rows = int(opts["chunk"])
@@ -221,6 +225,10 @@ def run_olmo_core(args: argparse.Namespace, compiled: bool, opts: dict[str, str]
     model = cfg.build(init_device="cuda")
     if hasattr(model, "init_weights"):
         model.init_weights(device=torch.device("cuda"))
+    if opts and opts.get("fp8") == "1":  # its own float8 (torchao Float8Linear, all but the LM head), before compile
+        from olmo_core.float8 import Float8Config
+
+        model.apply_fp8(Float8Config(enabled=True))
     if compiled:
         model.apply_compile()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
@@ -265,8 +273,8 @@ def run_hf(args: argparse.Namespace) -> dict:
 
 
 def run_one(args: argparse.Namespace) -> dict:
-    # "ours:fuse=1,sdp=cudnn,attn=flash_attn,chunk=16384,mode=reduce-overhead,cdt=1,copies=0,graph=0" runs a
-    # variant of ours
+    # "ours:fuse=1,sdp=cudnn,attn=flash_attn,chunk=16384,mode=reduce-overhead,cdt=1,copies=0,graph=0,fp8=1" runs a
+    # variant of ours; "olmo-core-compile:attn=flash_3,fp8=1" one of OLMo-core
     impl, _, spec = args.run.partition(":")
     opts = dict(kv.split("=", 1) for kv in spec.split(",") if "=" in kv)
     runners: dict[str, Callable[[], dict]] = {

@@ -223,6 +223,7 @@ class ParallelConfig:
 
 
 DP_MODES = ("fsdp", "ddp")
+PRECISIONS = ("auto", "bf16", "fp32", "fp8")
 AC_MODES = ("none", "full", "selective", "auto")
 
 
@@ -243,7 +244,8 @@ class TrainConfig:
     init_from: str | None = None  # start from these weights (a checkpoint or run dir, e.g. from `olmo import-hf`);
     # step, optimizer and data order start fresh. Ignored once run_dir has its own checkpoint (--resume wins).
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    precision: str = "auto"  # auto (bf16 autocast on CUDA, fp32 on CPU) | bf16 | fp32
+    precision: str = "auto"  # auto (bf16 autocast on CUDA, fp32 on CPU) | bf16 | fp32 | fp8 (bf16 with the blocks'
+    # projections multiplied in float8 through torchao, on GPUs of compute capability 8.9+; olmo/nn/float8.py)
     compile: bool = False  # torch.compile each block
     # replay each step as one CUDA graph (olmo/cuda_graph.py): no launch gaps. One process on a GPU with bf16 and
     # optim.compute_copies only (ignored otherwise, with a warning); the first 3 steps run eagerly to warm up.
@@ -316,8 +318,11 @@ def validate(cfg: TrainConfig, world_size: int = 1) -> None:
         raise ConfigError(f"parallel.ac '{par.ac}' is not one of: {', '.join(AC_MODES)}")
     if par.ac_every < 1:
         raise ConfigError(f"parallel.ac_every must be a positive number (got {par.ac_every})")
-    if cfg.precision not in ("auto", "bf16", "fp32"):
-        raise ConfigError(f"precision '{cfg.precision}' is not one of: auto, bf16, fp32")
+    if cfg.precision not in PRECISIONS:
+        raise ConfigError(f"precision '{cfg.precision}' is not one of: {', '.join(PRECISIONS)}")
+    if cfg.precision == "fp8" and m.fuse_projections:
+        raise ConfigError("model.fuse_projections multiplies by concatenated bf16 weights, so it cannot combine with "
+                          "precision fp8; set model.fuse_projections=false or precision bf16")
     from olmo.nn.attention import BACKENDS
 
     if m.attn_backend != "auto" and m.attn_backend not in BACKENDS:

@@ -2,6 +2,7 @@
 
     build_parallel_model(cfg, world, device, mesh):
         Transformer on the meta device (no memory)
+        -> apply_float8    precision fp8: the blocks' projections become torchao Float8Linear (olmo/nn/float8.py)
         -> apply_ac        activation checkpointing: wrap the chosen blocks
         -> apply_compile   torch.compile each block, when cfg.compile (the slot the speed work fills)
         -> apply_fsdp      FSDP2: fully_shard the embedding, each block, the head, then the root
@@ -78,7 +79,8 @@ def uses_fsdp(cfg: TrainConfig, world: World) -> bool:
 
 
 def compute_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
-    """bf16 on GPUs (fp32 master weights and optimizer state), none (plain fp32) on the CPU."""
+    """bf16 on GPUs (fp32 master weights and optimizer state), none (plain fp32) on the CPU; fp8 computes in bf16
+    too, with the blocks' projections in float8 (apply_float8)."""
     if cfg.precision == "fp32" or (cfg.precision == "auto" and device.type != "cuda"):
         return None
     return torch.bfloat16
@@ -141,6 +143,15 @@ def world_size() -> int:
 
 
 # ------------------------------------------------------------------------------------ the wrapping functions
+def apply_float8(model: Transformer, cfg: TrainConfig) -> None:
+    """precision fp8: the blocks' projections multiply in float8 (first, so the float8 modules are what
+    checkpointing recomputes, compile traces and FSDP2 shards). Preflight has checked that this device can."""
+    if cfg.precision == "fp8":
+        from olmo.nn.float8 import apply_float8 as convert
+
+        convert(model)
+
+
 def apply_ac(model: Transformer, cfg: TrainConfig, device: torch.device | None = None, world_size: int = 1
              ) -> str | None:
     """Activation checkpointing: a wrapped block keeps only its input and recomputes the rest in backward.
@@ -223,6 +234,7 @@ def build_parallel_model(cfg: TrainConfig, world: World, device: torch.device, m
     `say` hears what `parallel.ac: auto` decided."""
     if not uses_fsdp(cfg, world):
         model = build_model(cfg.model, device, cfg.seed)  # full weights on every rank (DDP broadcasts rank 0's)
+        apply_float8(model, cfg)
         _say(say, apply_ac(model, cfg, device, world.world_size))
         if cfg.compile:
             apply_compile(model)
@@ -233,6 +245,7 @@ def build_parallel_model(cfg: TrainConfig, world: World, device: torch.device, m
     # GPU never materialises whole (init draws one full parameter at a time; model.init_whole).
     with torch.device("meta"):
         model = Transformer(cfg.model)
+    apply_float8(model, cfg)
     _say(say, apply_ac(model, cfg, device, world.world_size))
     if cfg.compile:
         apply_compile(model)

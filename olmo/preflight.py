@@ -94,6 +94,11 @@ def preflight(cfg: TrainConfig, resume: bool, say: Any = None, validated: bool =
     device = resolve_device(cfg.device, world)
     if cfg.model.attn_backend != "auto":
         get_backend(cfg.model.attn_backend, device, windowed=cfg.model.windowed)
+    if cfg.precision == "fp8":
+        from olmo.nn import float8
+
+        if (why := float8.problem(device)) is not None:
+            raise ConfigError(why)
     ckpt = checkpoint.latest(Path(cfg.run_dir))
     if ckpt is None:
         _no_damaged_checkpoints(Path(cfg.run_dir))

@@ -289,7 +289,8 @@ def _train(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None) ->
     where = (f"{s.world.world_size} processes ({par.dp}{', AC ' + par.ac if par.ac != 'none' else ''})"
              if s.world.world_size > 1 else str(s.device))
     precision = "bf16" if parallel.compute_dtype(cfg, s.device) else "fp32"
-    precision += ", bf16 weight copies" if isinstance(s.optimizer, MasterAdamW) else ""
+    precision += ", float8 projections" if cfg.precision == "fp8" else ""
+    precision += ", bf16 weight copies" if isinstance(s.optimizer, MasterAdamW) and s.optimizer.copies else ""
     precision += ", CUDA graph" if s.graph is not None else ""
     say(f"[bold]olmo train[/] {n_params / 1e6:,.1f}M parameters on {where} "
         f"({precision}, attention: {cfg.model.attn_backend}), steps {s.step}->{stop}, "

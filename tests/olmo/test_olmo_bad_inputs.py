@@ -309,6 +309,9 @@ CASES: list[tuple[str, int, Build]] = [
     ("train-existing-checkpoints", 2, lambda w, c: (copy_run(w, c), _train(recipe_in(w, c)))[1]),
     ("train-init-from-missing", 2, lambda w, c: _train(recipe_in(w, c), "--init-from", str(c / "nope"))),
     ("train-bad-device", 2, lambda w, c: [*_train(recipe_in(w, c))[:-2], "--device", "tpu"]),
+    ("train-bad-precision", 2, lambda w, c: _train(recipe_in(w, c), "--set", "precision=fp4")),
+    ("train-fp8-fused-projections", 2, lambda w, c: _train(recipe_in(w, c, precision="fp8",
+                                                                      model__fuse_projections=True))),
     ("train-init-from-truncated", 2, lambda w, c: _train(recipe_in(w, c), "--init-from", str(
         _truncated_ckpt(_copy_to(w.run, c / "src"), 10)))),
     ("train-init-from-garbage-metadata", 2, lambda w, c: _train(recipe_in(w, c), "--init-from", str(

@@ -169,3 +169,24 @@ def test_fsdp_on_two_gpus_matches_one(tiny_data: Path, tmp_path: Path, micro: Ca
     got = _losses(tmp_path / "two")
     assert sorted(got) == [1, 2, 3]
     assert all(abs(got[s] - one.losses[s - 1]) <= 1e-4 for s in got), (got, one.losses)
+
+
+def test_fsdp_with_float8_and_checkpointing_matches_one_process(
+    tiny_data: Path, tmp_path: Path, micro: Callable[..., TrainConfig]
+) -> None:
+    """precision fp8 under FSDP2 (bf16 all-gathers, float8 GEMMs over the gathered weights) with every block
+    recomputed, against fp8 in one process. Not to 1e-5 as above: under FSDP2 a weight reaches the float8 cast
+    through its bf16 all-gather, in one process straight from fp32, so a few e4m3 roundings differ from step 1 on
+    (measured: 1e-3 at step 1, 3e-3 at step 3). A gradient not reduced, or reduced twice, moves step 2 and 3 by
+    several times 1e-2 at this learning rate."""
+    pytest.importorskip("torchao")
+    one = _config(micro, tiny_data, tmp_path / "one")
+    one.precision, one.hard_stop = "fp8", 3
+    ref = train(one)
+    cfg = _config(micro, tiny_data, tmp_path / "fsdp8")
+    cfg.precision, cfg.parallel.ac = "fp8", "full"
+    out = torchrun(cfg, tmp_path, "--set", "hard_stop=3")
+    assert "float8 projections" in out and "on 2 processes (fsdp, AC full)" in out
+    got = _losses(tmp_path / "fsdp8")
+    assert sorted(got) == [1, 2, 3]
+    assert max(abs(got[s] - ref.losses[s - 1]) for s in (1, 2, 3)) <= 6e-3, (got, ref.losses)
