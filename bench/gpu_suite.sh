@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU-machine runs behind bench/RESULTS.md, in one go (one lease). From the repo root on an H200 box:
-#   bash bench/gpu_suite.sh [doctor|train|kernels|kernels-all|olmo3|scale|all]
+#   bash bench/gpu_suite.sh [doctor|train|kernels|kernels-all|olmo3|fp8|scale|all]
+#     fp8: precision fp8 on this GPU (its GPU test), then OLMo 3 mode (a) with float8 for ours and OLMo-core
 #     kernels, kernels-all and olmo3 need the carried sources and wheels of bench/fetch_sources.sh (.bench/, .whl/);
 #     scale needs 2+ GPUs: the nvidia-h200-x2 kind
 # Results go to $OUT (the device tool's output folder) or ./bench-out. Carried wheels in .whl/ (OLMo-core and its
@@ -15,6 +16,12 @@ if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >>"$out/install.log" 2>&1
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
+# kernels built by an earlier kernels-all run, carried back as wheels (gitignored .gpuwheels/, pytest in py/)
+if [ -d .gpuwheels ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpuwheels/*.whl .gpuwheels/py/*.whl \
+    >>"$out/install.log" 2>&1
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 if [ "$what" = doctor ] || [ "$what" = all ]; then
   echo "== olmo-doctor check --json"; olmo-doctor check --json >"$out/check.json"; echo "exit $?"
@@ -27,6 +34,15 @@ if [ "$what" = doctor ] || [ "$what" = all ]; then
 fi
 if [ "$what" = train ] || [ "$what" = all ]; then
   echo "== train throughput"; python3 bench/train_throughput.py --out "$out/train_throughput.jsonl"
+fi
+if [ "$what" = fp8 ]; then
+  python3 -c 'import torchao.float8' 2>/dev/null || echo "torchao does not import here: fp8 variants will fail"
+  echo "== gpu test: precision fp8, compiled and graphed, against bf16"
+  python3 -m pytest -q -m gpu tests/olmo/test_olmo_gpu.py -k fp8 2>&1 | tail -3
+  echo "== olmo3 throughput (a) with float8, one GPU, 8 layers; $((585 - SECONDS)) s left"
+  timeout $((585 - SECONDS)) python3 bench/olmo3_throughput.py one --layers 8 --out "$out/olmo3_fp8.jsonl" \
+    --impls "${FP8_IMPLS:-olmo-core-compile:attn=flash_2;ours:attn=flex,fp8=1;ours:attn=flash_attn_3,fp8=1;olmo-core-compile:attn=flash_3,fp8=1;ours:attn=flex;ours:attn=flash_attn_3}" \
+    2>&1 | grep -v -i warn
 fi
 if [ "$what" = scale ] || { [ "$what" = all ] && [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; }; then
   echo "== FSDP2 scaling"
