@@ -40,6 +40,9 @@ def _causes(log: str) -> list[str]:
     ("mlx5: node3: got completion with error:\nIBV_WC_RETRY_EXC_ERR: transport retry counter exceeded",
      "nccl_network"),
     ("node4:10:20 [0] NCCL WARN NET/IB : Got async event : local catastrophic error", "nccl_network"),
+    ("node2:5:5 [0] NCCL WARN Net : Connect to 10.4.0.2<43925> failed : No route to host", "nccl_network"),
+    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.2]:54321",
+     "nccl_network"),
     # the c10d store
     ("torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] "
      "via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer",
@@ -57,6 +60,8 @@ def _causes(log: str) -> list[str]:
      "compiler 'cl.exe' in PATH\nerror: command 'C:\\\\Program Files\\\\NVIDIA GPU Computing Toolkit\\\\CUDA\\\\v12.1"
      "\\\\bin\\\\nvcc.exe' failed with exit code 1", "msvc_build"),
     ("'cl' is not recognized as an internal or external command,\noperable program or batch file.", "msvc_build"),
+    ("subprocess.CalledProcessError: Command '['where', 'cl']' returned non-zero exit status 1.", "msvc_build"),
+    ("nvcc error   : 'cudafe++' died with status 0xC0000409\nninja: build stopped: subcommand failed.", "msvc_build"),
     ("      LINK : fatal error LNK1181: cannot open input file 'c10_cuda.lib'\n      error: command 'C:\\\\link.exe' "
      "failed with exit code 1181", "msvc_build"),
     ("D:\\src\\flash-attention\\csrc\\flash_attn\\src\\flash_bwd_kernel.h(345): error C2975: 'Is_causal': invalid "
@@ -75,6 +80,8 @@ def _causes(log: str) -> list[str]:
     ("Could not locate cudnn_ops_infer64_8.dll. Please make sure it is in your library path!", "cuda_libs_missing"),
     ("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (9, 1, 0) but found runtime version "
      "(8, 9, 7).", "cuda_libs_missing"),
+    ("ImportError: /venv/lib/python3.10/site-packages/nvidia/cusparse/lib/libcusparse.so.12: undefined symbol: "
+     "__nvJitLinkComplete_12_4, version libnvJitLink.so.12", "cuda_libs_missing"),
     # an extension linking another CUDA runtime stays the version mismatch it was
     ("ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory",
      "cuda_version_mismatch"),
@@ -104,6 +111,7 @@ def test_family_names_its_cause_first(log: str, cause: str) -> None:
     ("requests.exceptions.ConnectionError: ('Connection aborted.', ConnectionResetError(104, 'Connection reset by "
      "peer'))", "nccl_network"),
     (WATCHDOG, "nccl_network"),
+    ("h:1:2 [0] NCCL INFO NET/IB : Got async event : GID table change", "nccl_network"),
     ("-- The CXX compiler identification is MSVC 19.38.33134.0\nMicrosoft (R) C/C++ Optimizing Compiler Version "
      "19.38.33134 for x64", "msvc_build"),
     ("C:\\src\\a.cpp(12): warning C4267: 'argument': conversion from 'size_t' to 'int', possible loss of data",
