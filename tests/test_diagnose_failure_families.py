@@ -95,6 +95,15 @@ def _causes(log: str) -> list[str]:
      "k, &falpha, a, CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb, &fbeta, c, CUDA_R_16BF, ldc, CUDA_R_32F, "
      "CUBLAS_GEMM_DEFAULT_TENSOR_OP)`", "cuda_kernel_fault"),
     ("RuntimeError: CUDA error: unspecified launch failure", "cuda_kernel_fault"),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered\n" * 4 + "[Mon Dec  1 01:12:40 2026] NVRM: "
+     "Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.", "gpu_hardware_fault"),
+    # a rank that died of something else: the others' closed connections are its echo
+    ("[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+     "[rank0]: socketProgress: Connection closed by remote peer gpu-b-7<51234>\n"
+     "[rank1]: socketProgress: Connection closed by remote peer gpu-b-7<51234>", "cuda_kernel_fault"),
+    ("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity "
+     "of 79.10 GiB\n[rank0]: socketProgressOpt: Call to recv from 10.0.0.3<40001> failed : Connection reset by peer",
+     "out_of_memory_training"),
     # a hardware Xid next to the fault points at the GPU
     ("[Mon Dec  1 01:12:40 2026] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the "
      "bus.\nRuntimeError: CUDA error: an illegal memory access was encountered", "gpu_hardware_fault"),
