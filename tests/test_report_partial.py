@@ -43,6 +43,11 @@ PARTIAL = [
      {"gpu.count": 1, "gpu.0.compute_capability": "8.0"}, {"driver.version"}),
     ("> torch==2.3.1 / python 3.11.9 / 8x H100 80GB\n",
      {"torch.version": "2.3.1", "python.version": "3.11.9", "gpu.count": 8}, {"torch.cuda"}),
+    ("torch.__version__  = 2.5.1+cu124\ntorch.version.cuda: 12.4\n",
+     {"torch.version": "2.5.1+cu124", "torch.cuda": "12.4"}, {"gpu.count"}),
+    ("gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0\ncuDNN 9.1.0\n", {"gcc.version": "11.4.0", "cudnn.version": "9.1.0"},
+     {"torch.version"}),
+    ("WSL2 on Windows 11, 2x RTX 3090, torch 2.5.1+cu124\n", {"os.wsl": True, "gpu.count": 2}, {"driver.version"}),
     ("I'm on Windows, pytorch 2.2.0+cu118 and nvcc 12.1, gcc 11.4.0\n",
      {"torch.version": "2.2.0+cu118", "torch.cuda": "11.8", "nvcc.version": "12.1", "gcc.version": "11.4.0"},
      {"gpu.count"}),
@@ -92,6 +97,12 @@ def test_cli_reads_a_one_line_report_and_marks_the_rest_unknown(tmp_path: Path) 
 
 
 def test_rules_judge_what_a_partial_report_states(tmp_path: Path) -> None:
+    # WSL2 said in passing, with two GPUs: the WSL2 multi-GPU NCCL rule has all it needs
+    path = tmp_path / "wsl.txt"
+    path.write_text("WSL2, 2x RTX 3090, torch 2.5.1+cu124\n")
+    assert "OD221" in [f.code for f in run_check(from_report=path).findings]
+    path.write_text("Ubuntu 22.04, 2x RTX 3090, torch 2.5.1+cu124\n")  # WSL2 unknown: the rule stays quiet
+    assert "OD221" not in [f.code for f in run_check(from_report=path).findings]
     # the driver stated next to torch's CUDA is enough to judge them against each other ...
     path = tmp_path / "env.txt"
     path.write_text("torch 2.4.0+cu121, driver 470.82.01, RTX 3090\n")
@@ -105,7 +116,8 @@ def test_rules_judge_what_a_partial_report_states(tmp_path: Path) -> None:
 @pytest.mark.parametrize("line", [
     "torch" * 40_000, "torch " + " " * 200_000 + "x", "GPU 0: " + "a " * 100_000 + "(UUID:",
     "|   0  NVIDIA " + "x" * 200_000, "NVIDIA-SMI " + "1." * 100_000, "2x RTX " * 30_000,
-    "driver " * 30_000, "python " + "3." * 100_000,
+    "driver " * 30_000, "python " + "3." * 100_000, "gcc (" + "x" * 200_000, "torch.version.cuda" * 20_000,
+    "cudnn " * 40_000,
 ])
 def test_free_form_reading_is_linear_on_long_near_miss_lines(line: str) -> None:
     start = time.monotonic()

@@ -1,5 +1,6 @@
 """Facts from a few hand-written lines rather than a whole report: `PyTorch version: 2.5.1+cu124`,
-`torch 2.4.0+cu121, CUDA 12.1, driver 535.104, RTX 4090`, the `nvidia-smi` header or its GPU rows, `nvidia-smi -L`.
+`torch 2.4.0+cu121, CUDA 12.1, driver 535.104, RTX 4090`, the `nvidia-smi` header or its GPU rows, `nvidia-smi -L`,
+`torch.version.cuda: 12.1`, `gcc --version`'s first line, "cuDNN 9.1", "on WSL2".
 
 People paste what they have at hand. Each value found here is a partial fact; what the text does not state stays
 unknown, so rules that need it stay quiet. Only a value named next to what it is counts ("torch 2.4.0", "driver
@@ -18,8 +19,12 @@ from olmo_doctor.reports import collect_env, paste
 
 # "torch 2.4.0+cu121", "PyTorch version: 2.5.1", "torch==2.3.1", "pytorch=2.2.0" (conda), "torch2.1"; not a path
 # ("torch/nn", "python3.10/site-packages") and not another package ("torchvision 0.19", "pytorch3d")
-_TORCH = re.compile(r"(?<![\w/.-])(?:py)?torch(?:\s+version)?\s{0,4}(?:==|=|:)?\s{0,4}v?(\d{1,2}\.\d{1,3}"
+_TORCH = re.compile(r"(?<![\w/.-])(?:py)?torch(?:\.__version__|\s+version)?\s{0,4}(?:==|=|:)?\s{0,4}v?(\d{1,2}\.\d{1,3}"
                     r"(?:\.\d{1,4})?(?:[.+-]?[A-Za-z][\w.]{0,40})?)(?![\w.-]*/)", re.I)
+# "torch.version.cuda: 12.1" (what people print to answer "which CUDA is your torch built for")
+_TORCH_CUDA = re.compile(r"(?<![\w/.-])torch\.version\.cuda\s{0,4}(?:==|=|:)?\s{0,4}['\"]?(\d{1,2}\.\d{1,2})\b", re.I)
+_CUDNN = re.compile(r"(?<![\w/.-])cudnn(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}v?(\d{1,2}(?:\.\d{1,2}){1,2})\b", re.I)
+_WSL = re.compile(r"\bWSL ?2\b", re.I)
 _PYTHON = re.compile(r"(?<![\w/.-])python(?:\s+version)?\s{0,4}(?:==|=|:)?\s{0,4}v?(\d\.\d{1,2}(?:\.\d{1,3})?)\b"
                      r"(?![\w.-]*/)", re.I)
 _DRIVER = re.compile(r"(?<![\w/.-])(?:nvidia\s+)?driver(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}v?"
@@ -29,8 +34,9 @@ _SMI_CUDA = re.compile(r"CUDA Version:\s{0,8}(\d{1,2}\.\d{1,2})\b")
 # "nvcc 12.4", "Cuda compilation tools, release 12.4, V12.4.131": the toolkit, named as such
 _NVCC = re.compile(r"(?<![\w/.-])nvcc(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}v?(\d{1,2}\.\d{1,2})\b"
                    r"|Cuda compilation tools, release (\d{1,2}\.\d{1,2})", re.I)
-_GCC = re.compile(r"(?<![\w/.-])(?:gcc|g\+\+)(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}(\d{1,2}\.\d{1,2}(?:\.\d{1,2})?)\b",
-                  re.I)
+# "gcc 11.4", "g++ version: 13.2.0", `gcc --version`'s "gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0"
+_GCC = re.compile(r"(?<![\w/.-])(?:gcc|g\+\+)(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}(\d{1,2}\.\d{1,2}(?:\.\d{1,2})?)\b"
+                  r"|(?<![\w/.-])(?:gcc|g\+\+) \([^)\n]{0,80}\) (\d{1,2}\.\d{1,2}(?:\.\d{1,2})?)\b", re.I)
 # `nvidia-smi -L` and collect_env's own "GPU 0: NAME" lines
 # (matched on the stripped line: no open-ended blank runs for a long near miss to backtrack through)
 _GPU_LINE = re.compile(r"GPU\s?(\d{1,3}):\s{0,4}([^(\n]{2,80}?)(?:\s{0,4}\(UUID:[^)]{0,100}\))?$", re.I)
@@ -79,11 +85,17 @@ def parse(text: str) -> Facts:
         found.append(f"CUDA runtime version: {nvcc}")  # collect_env's label for the nvcc on PATH
     if gcc := _first(_GCC, body):
         found.append(f"GCC version: {gcc}")
+    if cudnn := _first(_CUDNN, body):
+        found.append(f"cuDNN version: {cudnn}")
     gpus = _gpus(lines, body)
     if gpus:
         found.append("GPU models and configuration:")
         found += [f"GPU {i}: {name}" for i, name in enumerate(gpus)]
     facts = collect_env.parse("\n".join(found)) if found else {}
-    if (cuda := _first(_SMI_CUDA, body)) and _SMI.search(body) and "driver.version" in facts:
+    if (cuda := _first(_SMI_CUDA, body)) and "driver.version" in facts:
         facts["driver.cuda_version"] = cuda  # the smi header's CUDA: the newest the driver supports
+    if torch_cuda := _first(_TORCH_CUDA, body):
+        facts["torch.cuda"] = torch_cuda  # stated outright: it beats what a wheel tag implies
+    if _WSL.search(body):
+        facts["os.wsl"] = True  # only a stated WSL2; its absence from a few lines says nothing
     return facts
