@@ -50,6 +50,11 @@ def _causes(log: str) -> list[str]:
     # a port going down is the root of the completion errors after it
     ("h:1:2 [2] NCCL INFO NET/IB : Got async event : port error\nh:1:3 [2] NCCL WARN NET/IB : Got completion from "
      "peer 10.20.0.7<40919> with status=12 opcode=0 len=0 vendor err 129 (Send)", "rdma_port_down"),
+    # the unspecific NCCL errors of every torch, with nothing more specific next to them
+    ("RuntimeError: NCCL Error 2: unhandled system error", "nccl_failure"),
+    ("[rank1]: RuntimeError: NCCL Error 6: remote process exited or there was a network error\n"
+     "[rank1]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+     "prematurely.", "nccl_failure"),
     # a plain hang is not a network failure
     (WATCHDOG + "\n  what():  [PG 0 (default_pg) Rank 5] Process group watchdog thread terminated with exception: "
      "[Rank 5] Watchdog caught collective operation timeout", "nccl_failure"),
