@@ -1,6 +1,6 @@
 """Facts from a few hand-written lines rather than a whole report: `PyTorch version: 2.5.1+cu124`,
 `torch 2.4.0+cu121, CUDA 12.1, driver 535.104, RTX 4090`, the `nvidia-smi` header or its GPU rows, `nvidia-smi -L`,
-`torch.version.cuda: 12.1`, `gcc --version`'s first line, "cuDNN 9.1", "on WSL2".
+`torch.version.cuda: 12.1`, `gcc --version`'s first line, "cuDNN 9.1", "on WSL2", `flash-attn==2.7.4` lines.
 
 People paste what they have at hand. Each value found here is a partial fact; what the text does not state stays
 unknown, so rules that need it stay quiet. Only a value named next to what it is counts ("torch 2.4.0", "driver
@@ -15,7 +15,7 @@ import re
 
 from olmo_doctor import tables
 from olmo_doctor.facts import Facts
-from olmo_doctor.reports import collect_env, paste
+from olmo_doctor.reports import collect_env, packages, paste
 
 # "torch 2.4.0+cu121", "PyTorch version: 2.5.1", "torch==2.3.1", "pytorch=2.2.0" (conda), "torch2.1"; not a path
 # ("torch/nn", "python3.10/site-packages") and not another package ("torchvision 0.19", "pytorch3d")
@@ -92,6 +92,7 @@ def parse(text: str) -> Facts:
         found.append("GPU models and configuration:")
         found += [f"GPU {i}: {name}" for i, name in enumerate(gpus)]
     facts = collect_env.parse("\n".join(found)) if found else {}
+    packages.read(lines, facts)  # `flash-attn 2.7.4` / `xformers==0.0.28` lines, as below a collect_env report
     if (cuda := _first(_SMI_CUDA, body)) and "driver.version" in facts:
         facts["driver.cuda_version"] = cuda  # the smi header's CUDA: the newest the driver supports
     if torch_cuda := _first(_TORCH_CUDA, body):
