@@ -65,6 +65,10 @@ def _causes(log: str) -> list[str]:
      "compiler 'cl.exe' in PATH\nerror: command 'C:\\\\Program Files\\\\NVIDIA GPU Computing Toolkit\\\\CUDA\\\\v12.1"
      "\\\\bin\\\\nvcc.exe' failed with exit code 1", "msvc_build"),
     ("'cl' is not recognized as an internal or external command,\noperable program or batch file.", "msvc_build"),
+    # torch's compiler probe failed, yet the compile ran and MSVC rejected the sources: the compile error it is
+    ("cpp_extension.py:382: UserWarning: Error checking compiler version for cl: [WinError 2] The system cannot find "
+     "the file specified\nD:\\fa\\csrc\\cutlass\\include\\cutlass/exmy_base.h(404): error C2275: 'Storage': "
+     "expected an expression instead of a type", "msvc_build"),
     ("subprocess.CalledProcessError: Command '['where', 'cl']' returned non-zero exit status 1.", "msvc_build"),
     ("nvcc error   : 'cudafe++' died with status 0xC0000409\nninja: build stopped: subcommand failed.", "msvc_build"),
     ("      LINK : fatal error LNK1181: cannot open input file 'c10_cuda.lib'\n      error: command 'C:\\\\link.exe' "
@@ -154,6 +158,13 @@ def test_transport_failure_names_the_peer() -> None:
     # without a peer in the log the wording says so instead of showing a blank
     title = diagnose_text("IBV_WC_RETRY_EXC_ERR: transport retry counter exceeded")[0].title
     assert "{" not in title and "<peer>" not in title and "does not say which" in title
+
+
+def test_compile_error_outranks_a_failed_compiler_probe() -> None:
+    log = ("UserWarning: Error checking compiler version for cl: [WinError 2] The system cannot find the file "
+           "specified\nD:\\fa\\csrc\\flash_api.cpp(88): error C2039: 'min': is not a member of 'std'\n")
+    assert diagnose_text(log)[0].code == "OD179"
+    assert diagnose_text(log.splitlines()[0])[0].code == "OD177"  # the probe alone: cl.exe is not set up
 
 
 def test_custom_kernel_on_the_stack_names_the_kernel_and_raises_confidence() -> None:
