@@ -106,6 +106,8 @@ def _causes(log: str) -> list[str]:
     ("RuntimeError: CUDA error: unspecified launch failure", "cuda_kernel_fault"),
     ("RuntimeError: CUDA error: an illegal memory access was encountered\n" * 4 + "[Mon Dec  1 01:12:40 2026] NVRM: "
      "Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.", "gpu_hardware_fault"),
+    ("[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n[rank0]: RuntimeError: CUDA "
+     "error: uncorrectable ECC error encountered", "gpu_hardware_fault"),
     # a rank that died of something else: the others' closed connections are its echo
     ("[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
      "[rank0]: socketProgress: Connection closed by remote peer gpu-b-7<51234>\n"
