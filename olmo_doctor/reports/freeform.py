@@ -39,7 +39,8 @@ _GCC = re.compile(r"(?<![\w/.-])(?:gcc|g\+\+)(?:\s+version)?\s{0,4}(?:=|:|\s)\s{
                   r"|(?<![\w/.-])(?:gcc|g\+\+) \([^)\n]{0,80}\) (\d{1,2}\.\d{1,2}(?:\.\d{1,2})?)\b", re.I)
 # `nvidia-smi -L` and collect_env's own "GPU 0: NAME" lines
 # (matched on the stripped line: no open-ended blank runs for a long near miss to backtrack through)
-_GPU_LINE = re.compile(r"GPU\s?(\d{1,3}):\s{0,4}([^(\n]{2,80}?)(?:\s{0,4}\(UUID:[^)]{0,100}\))?$", re.I)
+# (a name is words, digits, dots, dashes and slashes: "NVIDIA A100-SXM4-80GB", "NVIDIA RTX 6000 Ada Generation")
+_GPU_LINE = re.compile(r"GPU\s?(\d{1,3}):\s{0,4}(\w[\w .\-/]{1,79}?)(?:\s{0,4}\(UUID:[^)]{0,100}\))?$", re.I)
 # an nvidia-smi table row: "|   0  NVIDIA GeForce RTX 4090        Off |   00000000:01:00.0  On |"
 _SMI_ROW = re.compile(r"^\|?\s{0,6}(\d{1,3})\s{1,6}((?:NVIDIA|Tesla|Quadro)\b[^|\n]{1,60}?)\s{1,40}(?:On|Off)\s{0,4}\|")
 # a GPU named in prose, with an optional count: "RTX 4090", "2x RTX 3090", "8 x H100 80GB", "A100", "L40S"
