@@ -1,6 +1,7 @@
 """Facts from another machine: a pasted `python -m torch.utils.collect_env` output, a saved `olmo-doctor report`
-(JSON), raw tool captures (`env.txt` with "== section" blocks, `torch.txt`), or a folder holding them; pasted
-text is unwrapped first (reports/paste.py).
+(JSON), raw tool captures (`env.txt` with "== section" blocks, `torch.txt`), a folder holding them, or a few
+hand-written lines (`torch 2.4.0+cu121, driver 535.104, RTX 4090`, the nvidia-smi header: reports/freeform.py);
+pasted text is unwrapped first (reports/paste.py).
 
 Files captured together in one folder are combined (collect_env first, the raw tool outputs override it), so
 `--from-report capture/collect_env.txt` also learns the RAM and ulimits that collect_env does not print. Facts a
@@ -19,7 +20,7 @@ from olmo_doctor import tables
 from olmo_doctor.errors import UsageError
 from olmo_doctor.facts import Facts, FactValue, clean, merge
 from olmo_doctor.redact import redact
-from olmo_doctor.reports import capture, collect_env, encoding, paste, sanity
+from olmo_doctor.reports import capture, collect_env, encoding, freeform, paste, sanity
 
 __all__ = ["REPORT_MARK", "load_report", "parse_text", "redact"]
 
@@ -97,7 +98,8 @@ def parse_text(text: str) -> Facts:
         return capture.parse(text)
     if collect_env.looks_like(text):
         return collect_env.parse(text)
-    return {}
+    # a few hand-written lines (a version, a GPU, the nvidia-smi header): partial facts, the rest stays unknown
+    return freeform.parse(text)
 
 
 def _finish(facts: Facts) -> Facts:
@@ -180,7 +182,7 @@ def load_report(path: str | Path) -> Facts:
     if several > 1:  # a note, not a refusal: the first machine is still judged
         print(f"olmo-doctor: {p} holds {several} collect_env reports; judging the first only "
               "(give each machine's report on its own)", file=sys.stderr)
-    if sum(v is not None for k, v in facts.items() if k != "gpu.source") < 2:
+    if not any(v is not None for k, v in facts.items() if k != "gpu.source"):  # one stated fact is a partial report
         raise UsageError(f"{p} is not a report olmo-doctor can read; {_HINT}")
     return clean(_finish(facts))
 

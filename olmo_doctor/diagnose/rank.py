@@ -12,13 +12,16 @@ The evidence model, in order of precedence:
    root and the last one its echo.
 4. Facts (from `--report` / `--here`). A rule whose `when` holds on the facts gains `when_boost` (1.5), one
    whose `when` is false loses `when_penalty` (0.5); `[diagnose] boost_when` adds `boost` (1.0) when true.
-5. Explained lines. A rule the facts point at (its `when` or its `boost_when` holds) and whose `[diagnose]
+5. Refining rules. A rule with `[diagnose] refines = true` only sharpens a cause another rule's cause line
+   shows: its lines (a flash_attn frame in a traceback) alone are no evidence and are dropped; next to such a
+   line they speak for the cause (the fault ran through a custom kernel) and add their weight.
+6. Explained lines. A rule the facts point at (its `when` or its `boost_when` holds) and whose `[diagnose]
    explains` names a cause the log shows takes that evidence over, ranked just above it: an NCCL "unhandled
    system error" is unspecific, but on WSL2 it is the WSL2 limitation (OD221 explains `nccl_failure`).
 
 The `[diagnose]` table of a rule may set: `title`, `message` (used instead of the check-oriented ones; they can
 use the signature's named groups, e.g. `{max_gcc}`), `boost_when`, `boost`, `when_boost`, `when_penalty`,
-`explains` (a list of cause slugs), and
+`explains` (a list of cause slugs), `refines` (see 5.), and
 `fires` / `quiet`: example log lines that must / must not match the rule's signatures (run by the tests).
 """
 
@@ -122,8 +125,27 @@ def _judge(ev: Evidence, facts: Mapping[str, FactValue]) -> None:
     # the speaker: a rule whose own log lines show the cause, else one the facts confirm, else the best guess
     own = {r.code: _log_score([h for h in ev.hits if h.ref.rule.code == r.code]) for r in ev.rules}
     causal = {h.ref.rule.code for h in ev.hits if h.ref.role != "symptom"}
+    refining = {h.ref.rule.code for h in ev.hits if _refines(h.ref.rule)}
     first = ev.rule.code
-    ev.rule = max(ev.rules, key=lambda r: (r.code in causal, states[r.code] is True, own[r.code], r.code == first))
+    ev.rule = max(ev.rules, key=lambda r: (r.code in refining, r.code in causal, states[r.code] is True, own[r.code],
+                                           r.code == first))
+
+
+def _refines(rule: Rule) -> bool:
+    return rule.diagnose.get("refines") is True
+
+
+def _drop_lone_refinements(by_cause: dict[str, Evidence]) -> None:
+    """Lines of refining rules count only beside a cause line of another rule of the same cause (see 5.)."""
+    for cause, ev in list(by_cause.items()):
+        if any(h.ref.role != "symptom" and not _refines(h.ref.rule) for h in ev.hits):
+            continue
+        ev.hits = [h for h in ev.hits if not _refines(h.ref.rule)]
+        if not ev.hits:
+            del by_cause[cause]
+            continue
+        ev.rules = [r for r in ev.rules if not _refines(r)]
+        ev.rule = ev.hits[0].ref.rule
 
 
 def _explains(rule: Rule) -> set[str]:
@@ -137,7 +159,7 @@ def _boosted(rule: Rule, facts: Mapping[str, FactValue]) -> bool:
 
 
 def _take_over(evidence: list[Evidence], facts: Mapping[str, FactValue]) -> None:
-    """A cause the facts point at takes over the log lines of a cause it explains (see 5. above)."""
+    """A cause the facts point at takes over the log lines of a cause it explains (see 6. above)."""
     for ev in evidence:
         # its own symptom lines (the WSL2 kernel name in a pasted report) do not stop it: only a cause line would
         if ev.tier == 0 or ev.fact is False or not (ev.fact or any(_boosted(r, facts) for r in ev.rules)):
@@ -159,6 +181,7 @@ def rank(hits: list[Hit], rules: tuple[Rule, ...], facts: Mapping[str, FactValue
         ev.hits.append(h)
         if h.ref.rule not in ev.rules:
             ev.rules.append(h.ref.rule)
+    _drop_lone_refinements(by_cause)
     shown = set(by_cause)
     for rule in rules:
         ev_or_none = by_cause.get(rule.cause)

@@ -1,0 +1,103 @@
+"""Facts from a few hand-written lines rather than a whole report: `PyTorch version: 2.5.1+cu124`,
+`torch 2.4.0+cu121, CUDA 12.1, driver 535.104, RTX 4090`, the `nvidia-smi` header or its GPU rows, `nvidia-smi -L`,
+`torch.version.cuda: 12.1`, `gcc --version`'s first line, "cuDNN 9.1", "on WSL2", `flash-attn==2.7.4` lines.
+
+People paste what they have at hand. Each value found here is a partial fact; what the text does not state stays
+unknown, so rules that need it stay quiet. Only a value named next to what it is counts ("torch 2.4.0", "driver
+535.104"); a bare "CUDA 12.1" says neither whose CUDA it is (torch's, the toolkit's, the driver's) and is left out,
+as collect_env.py does. Values are handed to the collect_env parser as the lines it reads, so a GPU count or a
+driver version means the same here as in a full report.
+"""
+
+from __future__ import annotations
+
+import re
+
+from olmo_doctor import tables
+from olmo_doctor.facts import Facts
+from olmo_doctor.reports import collect_env, packages, paste
+
+# "torch 2.4.0+cu121", "PyTorch version: 2.5.1", "torch==2.3.1", "pytorch=2.2.0" (conda), "torch2.1"; not a path
+# ("torch/nn", "python3.10/site-packages") and not another package ("torchvision 0.19", "pytorch3d")
+_TORCH = re.compile(r"(?<![\w/.-])(?:py)?torch(?:\.__version__|\s+version)?\s{0,4}(?:==|=|:)?\s{0,4}v?(\d{1,2}\.\d{1,3}"
+                    r"(?:\.\d{1,4})?(?:[.+-]?[A-Za-z][\w.]{0,40})?)(?![\w.-]*/)", re.I)
+# "torch.version.cuda: 12.1" (what people print to answer "which CUDA is your torch built for")
+_TORCH_CUDA = re.compile(r"(?<![\w/.-])torch\.version\.cuda\s{0,4}(?:==|=|:)?\s{0,4}['\"]?(\d{1,2}\.\d{1,2})\b", re.I)
+_CUDNN = re.compile(r"(?<![\w/.-])cudnn(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}v?(\d{1,2}(?:\.\d{1,2}){1,2})\b", re.I)
+_WSL = re.compile(r"\bWSL ?2\b", re.I)
+_PYTHON = re.compile(r"(?<![\w/.-])python(?:\s+version)?\s{0,4}(?:==|=|:)?\s{0,4}v?(\d\.\d{1,2}(?:\.\d{1,3})?)\b"
+                     r"(?![\w.-]*/)", re.I)
+_DRIVER = re.compile(r"(?<![\w/.-])(?:nvidia\s+)?driver(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}v?"
+                     r"(\d{3}\.\d{1,3}(?:\.\d{1,3})?)\b", re.I)
+_SMI = re.compile(r"NVIDIA-SMI\s{1,40}(\d{3}\.\d{1,3}(?:\.\d{1,3})?)\b")
+_SMI_CUDA = re.compile(r"CUDA Version:\s{0,8}(\d{1,2}\.\d{1,2})\b")
+# "nvcc 12.4", "Cuda compilation tools, release 12.4, V12.4.131": the toolkit, named as such
+_NVCC = re.compile(r"(?<![\w/.-])nvcc(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}v?(\d{1,2}\.\d{1,2})\b"
+                   r"|Cuda compilation tools, release (\d{1,2}\.\d{1,2})", re.I)
+# "gcc 11.4", "g++ version: 13.2.0", `gcc --version`'s "gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0"
+_GCC = re.compile(r"(?<![\w/.-])(?:gcc|g\+\+)(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}(\d{1,2}\.\d{1,2}(?:\.\d{1,2})?)\b"
+                  r"|(?<![\w/.-])(?:gcc|g\+\+) \([^)\n]{0,80}\) (\d{1,2}\.\d{1,2}(?:\.\d{1,2})?)\b", re.I)
+# `nvidia-smi -L` and collect_env's own "GPU 0: NAME" lines
+# (matched on the stripped line: no open-ended blank runs for a long near miss to backtrack through)
+# (a name is words, digits, dots, dashes and slashes: "NVIDIA A100-SXM4-80GB", "NVIDIA RTX 6000 Ada Generation")
+_GPU_LINE = re.compile(r"GPU\s?(\d{1,3}):\s{0,4}(\w[\w .\-/]{1,79}?)(?:\s{0,4}\(UUID:[^)]{0,100}\))?$", re.I)
+# an nvidia-smi table row: "|   0  NVIDIA GeForce RTX 4090        Off |   00000000:01:00.0  On |"
+_SMI_ROW = re.compile(r"^\|?\s{0,6}(\d{1,3})\s{1,6}((?:NVIDIA|Tesla|Quadro)\b[^|\n]{1,60}?)\s{1,40}(?:On|Off)\s{0,4}\|")
+# a GPU named in prose, with an optional count: "RTX 4090", "2x RTX 3090", "8 x H100 80GB", "A100", "L40S"
+_GPU_WORD = re.compile(
+    r"(?<![\w.-])(?:(\d{1,3})\s?[x×*]\s?)?((?:NVIDIA\s)?(?:GeForce\s)?(?:(?:RTX|GTX|Quadro|Tesla|TITAN)\s?[\w-]{1,12}"
+    r"(?:\s(?:Ti|SUPER|Ada))?|[ABHLTV]\d{1,3}S?(?:[- ](?:SXM\d?|PCIe|NVL))?|GH200|GB200|B200|B300)(?:\s?\d{2,3}\s?GB)?)"
+    r"(?![\w.-])", re.I)
+
+
+def _first(pattern: re.Pattern[str], text: str) -> str | None:
+    m = pattern.search(text)
+    return next((g for g in m.groups() if g), None) if m else None
+
+
+def _gpus(lines: list[str], text: str) -> list[str]:
+    """GPU names, one entry per GPU: listed lines first (nvidia-smi -L, the smi table), else names in prose."""
+    listed = [m.group(2).strip() for ln in lines if (m := _GPU_LINE.match(ln.strip()) or _SMI_ROW.match(ln))]
+    if listed:
+        return listed
+    for m in _GPU_WORD.finditer(text):
+        name = m.group(2).strip()
+        if _cc(name):  # a real GPU name, not a word that looks like one ("T1000x", "A1")
+            return [name] * max(1, min(int(m.group(1) or 1), 256))
+    return []
+
+
+def _cc(name: str) -> str | None:
+    return tables.gpu_name_to_cc(name) or tables.gpu_name_to_cc(collect_env.expand_shorthand(name))
+
+
+def parse(text: str) -> Facts:
+    """The facts a few free-form lines state; {} when they state none."""
+    lines = paste.unwrap(text)
+    body = "\n".join(lines)
+    found: list[str] = []  # the lines collect_env would have printed for these values
+    if torch := _first(_TORCH, body):
+        found.append(f"PyTorch version: {torch.rstrip('.')}")
+    if python := _first(_PYTHON, body):
+        found.append(f"Python version: {python}")
+    if driver := _first(_SMI, body) or _first(_DRIVER, body):
+        found.append(f"Nvidia driver version: {driver}")
+    if nvcc := _first(_NVCC, body):
+        found.append(f"CUDA runtime version: {nvcc}")  # collect_env's label for the nvcc on PATH
+    if gcc := _first(_GCC, body):
+        found.append(f"GCC version: {gcc}")
+    if cudnn := _first(_CUDNN, body):
+        found.append(f"cuDNN version: {cudnn}")
+    gpus = _gpus(lines, body)
+    if gpus:
+        found.append("GPU models and configuration:")
+        found += [f"GPU {i}: {name}" for i, name in enumerate(gpus)]
+    facts = collect_env.parse("\n".join(found)) if found else {}
+    packages.read(lines, facts)  # `flash-attn 2.7.4` / `xformers==0.0.28` lines, as below a collect_env report
+    if (cuda := _first(_SMI_CUDA, body)) and "driver.version" in facts:
+        facts["driver.cuda_version"] = cuda  # the smi header's CUDA: the newest the driver supports
+    if torch_cuda := _first(_TORCH_CUDA, body):
+        facts["torch.cuda"] = torch_cuda  # stated outright: it beats what a wheel tag implies
+    if _WSL.search(body):
+        facts["os.wsl"] = True  # only a stated WSL2; its absence from a few lines says nothing
+    return facts
