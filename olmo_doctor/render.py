@@ -56,7 +56,8 @@ def float8_item(f: Mapping[str, FactValue]) -> str:
     oldest = min(known, key=lambda i: known[i])
     if known[oldest] < FLOAT8_MIN_CC:
         name, cc = _v(f, f"gpu.{oldest}.name"), _v(f, f"gpu.{oldest}.compute_capability")
-        return "float8: " + (f"torchao {version}, but " if version else "") + f"no float8 tensor cores on {name} (cc {cc})"
+        have = f"torchao {version}, but " if version else ""
+        return f"float8: {have}no float8 tensor cores on {name} (cc {cc})"
     if installed is None:
         requirement = torchao_for_torch(f.get("torch.version")) or "torchao"
         pin = requirement if "==" in requirement else "torchao"  # a range (>=0.17.0) means the latest fits

@@ -217,8 +217,9 @@ def test_cache_key_follows_torchao_install_upgrade_and_removal(tmp_path: Path,
 
 
 def test_fleet_marks_the_node_with_another_torchao() -> None:
-    nodes = {n: {"torch.version": "2.11.0+cu130", "torchao.version": "0.18.0", "torchao.import_ok": True}
-             for n in ("node0", "node1", "node2")}
+    node: dict[str, FactValue] = {"torch.version": "2.11.0+cu130", "torchao.version": "0.18.0",
+                                  "torchao.import_ok": True}
+    nodes = {n: dict(node) for n in ("node0", "node1", "node2")}
     nodes["node2"] = {**nodes["node2"], "torchao.version": None, "torchao.import_ok": None}
     rows = {r.key: r for r in table.build(nodes)}
     assert rows["torchao.version"].odd == ["node2"] and rows["torchao.version"].strict
