@@ -200,7 +200,7 @@ def test_cache_key_follows_torchao_install_upgrade_and_removal(tmp_path: Path,
     try:
         (site / "torchao-0.16.0.dist-info").mkdir()
         installed = key()
-        # an upgrade that keeps every file time (pip may keep the wheel's) is still a new answer
+        # an upgrade that leaves every file time as it was is still a new answer
         stat = init.stat()
         (site / "torchao-0.16.0.dist-info").rename(site / "torchao-0.18.0.dist-info")
         os.utime(init, ns=(stat.st_atime_ns, stat.st_mtime_ns))

@@ -121,8 +121,8 @@ def _cache_key(torch_dir: Path, kernels: list[str]) -> str:
         spec = find_spec(key) if key else None  # top-level names only: a dotted one would import its parent here
         origin = spec.origin if spec and spec.origin else None
         parts += [key, str(origin), str(_mtime(Path(origin) if origin else None))]
-    # pip may keep a wheel's file times, so an upgrade (torchao 0.16 -> 0.18) can leave every mtime as it was;
-    # the installed versions are in the key too, and torchao's switch to skip loading its C++ kernels
+    # file times alone can repeat across installs (an installer that links files from its cache, a restored
+    # image), so the installed versions are in the key too, and torchao's switch to skip loading its C++ kernels
     dist_of = {key: dist for dist, key in KERNELS}
     parts += [f"{k}=={dists.version(dist_of[k])}" for k in kernels if k in dist_of]
     parts.append(os.environ.get("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", ""))
