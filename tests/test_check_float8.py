@@ -225,3 +225,19 @@ def test_fleet_marks_the_node_with_another_torchao() -> None:
     assert rows["torchao.version"].odd == ["node2"] and rows["torchao.version"].strict
     assert rows["torchao.import_ok"].odd == ["node2"]
     assert rows["torch.version"].agrees
+
+
+def test_a_torchao_folder_in_the_working_directory_is_not_imported(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check` run inside a checkout holding torchao/ must judge the installed torchao, and must not run the
+    checkout's code: the worker drops the working directory `python -c` puts first on sys.path."""
+    site = _site(tmp_path, FLOAT8_OK, monkeypatch)
+    checkout = tmp_path / "checkout"
+    (checkout / "torchao" / "float8").mkdir(parents=True)
+    (checkout / "torchao" / "__init__.py").write_text("")
+    marker = tmp_path / "ran"
+    (checkout / "torchao" / "float8" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(checkout)
+    facts = torch_probe.dynamic_facts(site / "torch", ["torchao"], timeout=60)
+    assert facts["torchao.import_ok"] is True  # the installed (PYTHONPATH) stand-in, which imports
+    assert not marker.exists()

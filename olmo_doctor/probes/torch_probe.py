@@ -25,6 +25,8 @@ from olmo_doctor.resources import read_cache, user_cache_dir, write_cache
 
 WORKER = r"""
 import json, sys
+if sys.path and sys.path[0] == "":
+    del sys.path[0]
 out = {}
 def first_line(e):
     return (type(e).__name__ + ": " + str(e)).strip().splitlines()[0][:400]
@@ -69,9 +71,11 @@ for mod, key in (("flash_attn_2_cuda", "flash_attn"), ("flash_attn_interface", "
         out[key + ".import_error"] = first_line(e)
     emit()
 """
-# WORKER prints its facts so far after torch and after each import: an import that kills the interpreter (a
-# torchao whose C++ kernels were built for another torch aborts it with "Fatal Python error: Aborted") loses only
-# its own answer, which dynamic_facts then records as a failed import.
+# WORKER drops the working directory that `python -c` puts first on sys.path: it imports what the installed
+# commands import, never a torch/ or torchao/ folder of whatever checkout `check` runs in. It prints its facts so
+# far after torch and after each import: an import that kills the interpreter (a torchao whose C++ kernels were
+# built for another torch aborts it with "Fatal Python error: Aborted") loses only its own answer, which
+# dynamic_facts then records as a failed import.
 
 # dist, key, in WORKER's order. torchao is not an attention kernel: `precision: fp8` multiplies through its
 # torchao.float8 (olmo/nn/float8.py), and like the kernels it is checked by importing it next to this torch.
