@@ -200,6 +200,8 @@ def test_cache_key_follows_torchao_install_upgrade_and_removal(tmp_path: Path,
     try:
         (site / "torchao-0.16.0.dist-info").mkdir()
         installed = key()
+        assert "torchao" in [k for d, k in torch_probe.KERNELS if dists.version(d)]  # so the worker imports it
+        assert torch_probe._cache_key(tmp_path, []) != installed  # the answer before torchao was installed
         # an upgrade that leaves every file time as it was is still a new answer
         stat = init.stat()
         (site / "torchao-0.16.0.dist-info").rename(site / "torchao-0.18.0.dist-info")
