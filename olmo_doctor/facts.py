@@ -148,6 +148,10 @@ FACT_KEYS: dict[str, str] = {
     "xformers.import_error": "the import error, if any (first line)",
     "xformers.built_for_torch": "torch version xformers was built for (its build metadata)",
     "xformers.has_cpp_library": "whether xformers reports its compiled C++/CUDA library as loaded",
+    # float8 training (`precision: fp8`, olmo/nn/float8.py): torchao's Float8Linear
+    "torchao.version": "installed torchao version",
+    "torchao.import_ok": "whether torchao.float8 (the Float8Linear conversion) imports against this torch",
+    "torchao.import_error": "the import error, if any (first line)",
     # environment variables that matter
     "env.TORCH_CUDA_ARCH_LIST": "as set in the environment",
     "env.FLASH_ATTN_CUDA_ARCHS": "as set in the environment",

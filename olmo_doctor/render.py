@@ -15,6 +15,8 @@ from olmo_doctor.findings import Finding, consequences, roots
 from olmo_doctor.rules.causes import AREAS
 from olmo_doctor.rules.model import cause_areas
 from olmo_doctor.shell import CONTROL
+from olmo_doctor.tables import FLOAT8_MIN_CC, torchao_for_torch
+from olmo_doctor.versions import major_minor
 
 MARK = {"ok": "[green]✓[/]", "error": "[red]✗[/]", "warning": "[yellow]![/]", "info": "[blue]•[/]",
         "unknown": "[dim]?[/]"}
@@ -37,6 +39,31 @@ def _v(facts: Mapping[str, FactValue], key: str, absent: str = "?") -> str:
     if is_unknown(facts, key):
         return "?"
     return absent if value is None else str(value)
+
+
+def float8_item(f: Mapping[str, FactValue]) -> str:
+    """The Kernels line's float8 item: can `precision: fp8` (torchao's Float8Linear) run here? Readiness needs
+    torchao.float8 importing against this torch and every GPU with float8 tensor cores; without a GPU (or when a
+    report did not say which) only the install is named."""
+    version = f.get("torchao.version")
+    installed = f"torchao {version}" if version else "torchao ?" if is_unknown(f, "torchao.version") else None
+    if version and f.get("torchao.import_ok") is False:
+        return f"float8: {installed} does not load against this torch"
+    ccs = {i: major_minor(f.get(f"gpu.{i}.compute_capability")) for i in gpu_indices(f)}
+    known = {i: cc for i, cc in ccs.items() if cc is not None}
+    if not ccs or len(known) < len(ccs):  # no GPU, or one of unknown capability: nothing to say of the hardware
+        return f"float8: {installed or 'torchao not installed'}"
+    oldest = min(known, key=lambda i: known[i])
+    if known[oldest] < FLOAT8_MIN_CC:
+        name, cc = _v(f, f"gpu.{oldest}.name"), _v(f, f"gpu.{oldest}.compute_capability")
+        have = f"torchao {version}, but " if version else ""
+        return f"float8: {have}no float8 tensor cores on {name} (cc {cc})"
+    if installed is None:
+        requirement = torchao_for_torch(f.get("torch.version")) or "torchao"
+        pin = requirement if "==" in requirement else "torchao"  # a range (>=0.17.0) means the latest fits
+        return f"float8: torchao not installed (pip install {pin} for precision fp8)"
+    ready = f.get("torchao.import_ok") is True and f.get("torch.cuda_available") is not False
+    return f"float8: {installed}" + (" (precision fp8 ready)" if ready else "")
 
 
 def area_lines(facts: Mapping[str, FactValue]) -> dict[str, str]:
@@ -82,6 +109,7 @@ def area_lines(facts: Mapping[str, FactValue]) -> dict[str, str]:
                        else f"{label} ?" if is_unknown(f, f"{key}.version") else f"{label} not installed")
     if pick == "sdpa" and any(f.get(f"{k}.version") for k in ("flash_attn", "flash_attn_3", "xformers")):
         kernels.append("auto: no built kernel beat SDPA here")
+    kernels.append(float8_item(f))
     nofile = f.get("ulimit.nofile.soft")
     return {
         "GPU": gpu,
@@ -104,7 +132,7 @@ def area_lines(facts: Mapping[str, FactValue]) -> dict[str, str]:
 AREA_FACTS: dict[str, tuple[str, ...]] = {
     "GPU": ("gpu.count",), "CUDA": ("nvcc.version",), "Compiler": ("gcc.version",), "C libraries": ("glibc.version",),
     "Machine": ("cpu.count", "mem.total_gb"), "Python": ("python.version",), "torch": ("torch.version",),
-    "Kernels": ("flash_attn.version", "xformers.version"),
+    "Kernels": ("flash_attn.version", "xformers.version", "torchao.version"),
 }
 
 

@@ -133,6 +133,10 @@ CASES: dict[str, tuple[dict[str, FactValue], set[str]]] = {
         {"torch.version": "2.1.0+cu121", "torch.cuda": "12.1", "torch.cuda_available": True, "gpu.count": 1,
          "gpu.0.name": "NVIDIA A10G", "driver.version": "535.104.05"},
         {"python.version"}),
+    "torch2.10-h100x8-torchao.txt": (  # collect_env lists torchao (its name holds "torch")
+        {"torch.version": "2.10.0+cu128", "torchao.version": "0.18.0", "gpu.count": 8,
+         "gpu.7.compute_capability": "9.0", "python.version": "3.12.3"},
+        {"torchao.import_ok", "flash_attn.version"}),
     "with-pip-list-below.txt": (  # `pip list` pasted under the report: the packages we judge are read
         {"torch.version": "2.7.0+cu128", "flash_attn.version": "2.7.4.post1", "ninja.version": "1.11.1.4",
          "setuptools.version": "79.0.1"},

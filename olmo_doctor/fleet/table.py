@@ -25,6 +25,8 @@ STRICT: dict[str, str] = {
     "flash_attn.version": "flash-attn",
     "flash_attn.import_ok": "flash-attn loads",
     "xformers.version": "xformers",
+    "torchao.version": "torchao",  # precision fp8: a node without it (or with another) fails or multiplies apart
+    "torchao.import_ok": "torchao loads",
     "gpu.model": "GPUs",
 }
 ADVISORY: dict[str, str] = {

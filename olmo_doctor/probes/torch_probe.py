@@ -1,9 +1,10 @@
-"""torch, flash-attn and xformers facts without importing torch in this process.
+"""torch, flash-attn, xformers and torchao facts without importing torch in this process.
 
-The version and CUDA release come from `torch/version.py` (read as text). What only an imported torch can say
-(C++ ABI, arch list, cuDNN, NCCL, CUDA availability, whether the kernel extensions load against it) comes from one
-short subprocess, cached in the user cache keyed by the install paths' mtimes and the driver version, so the
-second `check` costs nothing.
+The version and CUDA release come from `torch/version.py` (read as text), the packages' versions from their
+dist-info. What only an imported torch can say (C++ ABI, arch list, cuDNN, NCCL, CUDA availability, whether the
+kernel extensions and torchao.float8 load against it) comes from one short subprocess, cached in the user cache
+keyed by the install paths' mtimes, the packages' versions and the driver version, so the second `check` costs
+nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from importlib.util import find_spec
@@ -23,6 +25,8 @@ from olmo_doctor.resources import read_cache, user_cache_dir, write_cache
 
 WORKER = r"""
 import json, sys
+if sys.path and sys.path[0] == "":
+    del sys.path[0]
 out = {}
 def first_line(e):
     return (type(e).__name__ + ": " + str(e)).strip().splitlines()[0][:400]
@@ -44,12 +48,19 @@ try:
 except Exception:
     out["torch.nccl"] = None
 out["torch.cuda_available"] = bool(torch.cuda.is_available())
+def emit():
+    print(json.dumps(out), flush=True)
+emit()
 for mod, key in (("flash_attn_2_cuda", "flash_attn"), ("flash_attn_interface", "flash_attn_3"),
-                 ("xformers.ops", "xformers")):
+                 ("xformers.ops", "xformers"), ("torchao.float8", "torchao")):
     if not sys.argv[1:] or key not in sys.argv[1:]:
         continue
     try:
         m = __import__(mod, fromlist=["_"])
+        if key == "torchao":
+            gone = [n for n in ("Float8LinearConfig", "convert_to_float8_training") if not hasattr(m, n)]
+            if gone:
+                raise ImportError("torchao.float8 has no " + ", ".join(gone))
         out[key + ".import_ok"] = True
         if key == "xformers":
             import xformers
@@ -58,10 +69,18 @@ for mod, key in (("flash_attn_2_cuda", "flash_attn"), ("flash_attn_interface", "
     except Exception as e:
         out[key + ".import_ok"] = False
         out[key + ".import_error"] = first_line(e)
-print(json.dumps(out))
+    emit()
 """
+# WORKER drops the working directory that `python -c` puts first on sys.path: it imports what the installed
+# commands import, never a torch/ or torchao/ folder of whatever checkout `check` runs in. It prints its facts so
+# far after torch and after each import: an import that kills the interpreter (a torchao whose C++ kernels were
+# built for another torch aborts it with "Fatal Python error: Aborted") loses only its own answer, which
+# dynamic_facts then records as a failed import.
 
-KERNELS = (("flash-attn", "flash_attn"), ("flash_attn_3", "flash_attn_3"), ("xformers", "xformers"))  # dist, key
+# dist, key, in WORKER's order. torchao is not an attention kernel: `precision: fp8` multiplies through its
+# torchao.float8 (olmo/nn/float8.py), and like the kernels it is checked by importing it next to this torch.
+KERNELS = (("flash-attn", "flash_attn"), ("flash_attn_3", "flash_attn_3"), ("xformers", "xformers"),
+           ("torchao", "torchao"))
 EXTENSION_OF = {"flash_attn": "flash_attn_2_cuda", "flash_attn_3": "flash_attn_interface"}  # what WORKER imports
 VERSION_FIELD = re.compile(r"^(__version__|cuda|hip)\s*(?::[^=]*)?=\s*['\"]?([^'\"\n]*)['\"]?", re.M)
 
@@ -103,10 +122,46 @@ def _cache_key(torch_dir: Path, kernels: list[str]) -> str:
     # the extension modules the worker imports decide import_ok: a kernel rebuilt, or another copy earlier on the
     # path (a stale .so shadowing a fresh install), is a new answer, so their paths and mtimes are in the key
     for key in [*kernels, *(EXTENSION_OF.get(k, "") for k in kernels)]:
-        spec = find_spec(key) if key else None
+        spec = find_spec(key) if key else None  # top-level names only: a dotted one would import its parent here
         origin = spec.origin if spec and spec.origin else None
         parts += [key, str(origin), str(_mtime(Path(origin) if origin else None))]
+    # file times alone can repeat across installs (an installer that links files from its cache, a restored
+    # image), so the installed versions are in the key too, and torchao's switch to skip loading its C++ kernels
+    dist_of = {key: dist for dist, key in KERNELS}
+    parts += [f"{k}=={dists.version(dist_of[k])}" for k in kernels if k in dist_of]
+    parts.append(os.environ.get("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", ""))
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _last_facts(stdout: str) -> Facts | None:
+    """The last line of WORKER's output that is a JSON object (an imported module may print lines of its own)."""
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def _killed_by(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+def _record_crash(facts: Facts, kernels: list[str], returncode: int) -> None:
+    """The worker died inside the first import it has no answer for (it imports in KERNELS' order): that import
+    killed the interpreter, so the package does not load here; the ones after it were never tried."""
+    for _, key in KERNELS:
+        if key in kernels and f"{key}.import_ok" not in facts:
+            facts[f"{key}.import_ok"] = False
+            facts[f"{key}.import_error"] = f"importing it killed the Python process ({_killed_by(returncode)})"
+            return
 
 
 def dynamic_facts(torch_dir: Path, kernels: list[str], timeout: float = 120.0) -> Facts:
@@ -118,9 +173,13 @@ def dynamic_facts(torch_dir: Path, kernels: list[str], timeout: float = 120.0) -
     try:
         proc = subprocess.run([sys.executable, "-c", WORKER, *kernels], capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
-        facts = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+    except (OSError, subprocess.SubprocessError, ValueError):
         return {"torch.import_error": "could not run a Python subprocess to import torch"}
+    facts = _last_facts(proc.stdout)
+    if facts is None:
+        return {"torch.import_error": "could not run a Python subprocess to import torch"}
+    if proc.returncode != 0 and "torch.import_error" not in facts:
+        _record_crash(facts, kernels, proc.returncode)
     write_cache(cache, facts)
     return facts
 

@@ -126,7 +126,7 @@ def _gpu(s: dict[str, list[str]], f: Facts) -> None:
 
 def _pip(lines: list[str], f: Facts) -> None:
     # `pip list` names every installed distribution, so one it does not list is absent, not unknown
-    for name in ("setuptools", "wheel", "packaging", "flash_attn", "xformers"):
+    for name in ("setuptools", "wheel", "packaging", "flash_attn", "xformers", "torchao"):
         f[f"{name}.version"] = None
     for line in lines:
         if m := re.match(r"pip (\S+) from", line):
@@ -135,7 +135,7 @@ def _pip(lines: list[str], f: Facts) -> None:
         if len(cols) == 2 and re.match(r"\d", cols[1]):
             name, version = cols[0].lower().replace("_", "-"), cols[1]
             key = {"setuptools": "setuptools", "wheel": "wheel", "packaging": "packaging", "flash-attn": "flash_attn",
-                   "xformers": "xformers"}.get(name)
+                   "xformers": "xformers", "torchao": "torchao"}.get(name)
             if key:
                 f[f"{key}.version"] = version
 

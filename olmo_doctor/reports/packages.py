@@ -20,15 +20,15 @@ _FORMS = (
     re.compile(r"([A-Za-z0-9][\w.\-]*)\s+(\d[^\s]*)"),  # conda list columns
 )
 # normalised package name -> fact key of its version
-_VERSION_FACT = {"flash-attn": "flash_attn.version", "xformers": "xformers.version", "ninja": "ninja.version",
-                 "setuptools": "setuptools.version", "wheel": "wheel.version", "packaging": "packaging.version",
-                 "pip": "pip.version"}
+_VERSION_FACT = {"flash-attn": "flash_attn.version", "xformers": "xformers.version", "torchao": "torchao.version",
+                 "ninja": "ninja.version", "setuptools": "setuptools.version", "wheel": "wheel.version",
+                 "packaging": "packaging.version", "pip": "pip.version"}
 
 
 # `pip freeze` / `pip list` output pasted below the report, untagged: read only for the names we judge, which
 # are unambiguous on a line of their own.
-_BARE = re.compile(r"^\s*(flash[-_]attn|xformers|ninja|setuptools|wheel|packaging)(?:\s*==\s*|\s+)(\d[^\s]*)\s*$",
-                   re.I)
+_BARE = re.compile(r"^\s*(flash[-_]attn|xformers|torchao|ninja|setuptools|wheel|packaging)(?:\s*==\s*|\s+)"
+                   r"(\d[^\s]*)\s*$", re.I)
 
 
 def listed(lines: list[str]) -> dict[str, tuple[str, str]]:

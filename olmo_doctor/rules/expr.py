@@ -164,6 +164,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "glibcxx_for_gcc": _table(tables.glibcxx_for_gcc),
     "torch_index_for_cuda": _table(tables.torch_index_for_cuda),
     "torch_index_for_driver": _table(tables.torch_index_for_driver),
+    "torchao_for_torch": _table(tables.torchao_for_torch),
     # what can be installed today (olmo_doctor/wheels.py)
     "driver_has_wheel": _table(wheels.driver_has_wheel),
     "gpu_has_wheel": _table(wheels.gpu_has_wheel),
