@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import json
 import math
 import random
@@ -261,6 +262,10 @@ def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None
             raise
     try:
         result = _train(cfg, resume, say, checked)
+        # The wrapped model (DDP's reducer, FSDP2's hooks and their last pending work objects) sits in reference
+        # cycles: free it now, while the process group is alive. Left to interpreter exit, gloo's work objects
+        # are torn down after the group and the process can die with SIGABRT after a run that succeeded.
+        gc.collect()
         parallel.barrier()  # no rank tears its connections down while another still talks (gloo aborts then)
         return result
     finally:
