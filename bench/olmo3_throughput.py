@@ -14,8 +14,10 @@ trainer's step (bf16 weight copies, Triton AdamW, the step as a CUDA graph) and 
 (flex, i.e. what `auto` gives with nothing built; flash_attn; flash_attn_3), OLMo-core with flash_2 (its
 `olmo3_7B` default) and flash_3. Ratios are against OLMo-core flash_2.
 (b) one torchrun per variant: ours (olmo.parallel FSDP2 wrapping and olmo.train.train_step, parallel.ac auto,
-attention flex or --attn) and OLMo-core (apply_compile, its activation checkpointing mode, apply_fsdp, as its
-trainer wraps the model), OLMo-core at no checkpointing and at its memory budget 0.5; batch 1 x 8192 per GPU.
+attention flex or --attn, precision bf16 or fp8) and OLMo-core (its apply_fp8 when fp8=1, apply_compile, its
+activation checkpointing mode, apply_fsdp, as its trainer wraps the model); by default ours in fp8 and bf16,
+OLMo-core without checkpointing (its best setting that fits at this size) in bf16 and with its own float8;
+batch 1 x 8192 per GPU. `ac=budget` (OLMo-core's memory budget 0.5) and `ac=full` are there for smaller GPUs.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ ROOT = HERE.parent
 VOCAB, TOKENS_VOCAB, PEAK_TFLOPS = 100352, 100278, 989e12
 ONE_IMPLS = ("olmo-core-compile:attn=flash_2;ours:attn=flex;ours:attn=flash_attn_3;ours:attn=flash_attn;"
              "olmo-core-compile:attn=flash_3")
-FSDP_VARIANTS = "ours:ac=auto;olmo-core:ac=none;olmo-core:ac=budget"
+FSDP_VARIANTS = "ours:ac=auto,precision=fp8;ours:ac=auto;olmo-core:ac=none;olmo-core:ac=none,fp8=1"
 
 
 def _env() -> dict[str, str]:

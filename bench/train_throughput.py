@@ -351,10 +351,11 @@ def main() -> None:
         base = results[args.anchor]["tokens_per_s"]
         for impl in [i for i in results if i != args.anchor]:
             print(f"{impl} / {args.anchor}: {results[impl]['tokens_per_s'] / base:.3f}x")
-    if "ours" in results and ANCHOR in results and args.model == "olmo2_1b":
-        ok = results["ours"]["tokens_per_s"] >= 1.10 * results[ANCHOR]["tokens_per_s"]
-        mem_ok = results["ours"]["peak_mem_gb"] <= 55.0
-        print(f"target >= 1.10x {ANCHOR} at <= 55 GB: {'met' if ok and mem_ok else 'NOT met'}")
+    if ANCHOR in results and args.model == "olmo2_1b":  # the 1B target, for every variant of ours that ran
+        for impl in [i for i in results if i.split(":")[0] == "ours"]:
+            ok = results[impl]["tokens_per_s"] >= 1.10 * results[ANCHOR]["tokens_per_s"]
+            mem_ok = results[impl]["peak_mem_gb"] <= 55.0
+            print(f"{impl}: target >= 1.10x {ANCHOR} at <= 55 GB: {'met' if ok and mem_ok else 'NOT met'}")
     if args.out:
         Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in results.values()))
 
