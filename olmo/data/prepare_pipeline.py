@@ -75,14 +75,17 @@ def chunk_bytes(total_bytes: int, workers: int) -> int:
 
 
 def read_tasks(inputs: list[Path], start: tuple[int, int], size: int,
-               progress: Callable[[int], None] | None = None) -> Iterator[Task]:
+               progress: Callable[[int], None] | None = None, tail: int = 0) -> Iterator[Task]:
     """Tasks of about `size` bytes covering `inputs` from record `start[1]` of input `start[0]` on, in order.
     Each task carries the (compressed) input bytes it covers; `progress(n)` gets only the bytes no task carries
     (lines before the resume point, a gzip trailer), so a progress bar counting both reaches 100% exactly when
-    the last task is written, not when the reader (which runs ahead of the encoders) reaches the end."""
+    the last task is written, not when the reader (which runs ahead of the encoders) reaches the end.
+    The last `tail` bytes of input come in tasks a quarter the size: the workers then run out of work within a
+    quarter task of each other, instead of all but one waiting for the last full-size task."""
     for i in range(start[0], len(inputs)):
         try:
-            yield from _file_tasks(i, inputs[i], start[1] if i == start[0] else 0, size, progress)
+            after = sum(p.stat().st_size for p in inputs[i + 1:]) if tail else 0  # input bytes after this file
+            yield from _file_tasks(i, inputs[i], start[1] if i == start[0] else 0, size, progress, tail - after)
         except (OSError, EOFError, zlib.error) as e:
             raise OlmoError(f"input {inputs[i]}: {_read_problem(e)}") from None
 
@@ -98,8 +101,10 @@ def _read_problem(e: BaseException) -> str:
     return f"cannot read it: {getattr(e, 'strerror', None) or e}"
 
 
-def _file_tasks(i: int, path: Path, skip: int, size: int, progress: Callable[[int], None] | None) -> Iterator[Task]:
-    """The tasks of input `i` (records up to `skip` are passed over)."""
+def _file_tasks(i: int, path: Path, skip: int, size: int, progress: Callable[[int], None] | None,
+                tail: int) -> Iterator[Task]:
+    """The tasks of input `i` (records up to `skip` are passed over); its bytes from `tail` before its end on
+    (as stored, compressed for .gz) in quarter-size tasks."""
     with open(path, "rb") as raw:
         f: IO[bytes] = gzip.GzipFile(fileobj=raw) if path.name.endswith(".gz") else raw  # type: ignore[assignment]
         if ".txt" in path.name:
@@ -110,7 +115,8 @@ def _file_tasks(i: int, path: Path, skip: int, size: int, progress: Callable[[in
                 progress(raw.tell())
             return
         line, last = 1, 0
-        while data := f.read(size):
+        small_from = os.fstat(raw.fileno()).st_size - tail
+        while data := f.read(size if raw.tell() < small_from else max(CHUNK_MIN, size // 4)):
             if not data.endswith(b"\n"):
                 data += f.readline()  # finish the last line, so no line is split between two tasks
             newlines = data.count(b"\n")
