@@ -10,7 +10,8 @@ web text (~3x), unlike a repeated sample. Document lengths are log-normal (media
 a long tail cut at 100,000), like web text: many short documents, a few very long ones.
 
 Generation runs in one process per file (each file has its own seed, so the bytes do not depend on the worker
-count), each writing its own file: ~1 GB takes a few seconds on 16 cores.
+count), each writing its own file: ~1 GB takes a few seconds on 16 cores. The tokenizer is trained meanwhile in
+the calling process, on the first 8 MB of documents of file 0 (generated again there, the same documents).
 
 The tokenizer: a byte-level BPE with dolma2's pre-tokenizer (the cl100k split pattern) trained with the
 `tokenizers` library on a sample of the generated text to 100,278 entries, dolma2's vocab size, so prepare-data
@@ -24,6 +25,7 @@ import json
 import math
 import multiprocessing as mp
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -98,58 +100,63 @@ def _document(rng: np.random.Generator, lex: np.ndarray, cdf: np.ndarray, senten
 _LEXICONS: dict[int, tuple[np.ndarray, np.ndarray, list[str]]] = {}
 
 
-def _write_file(args: tuple[Path, int, int, bool]) -> tuple[int, int]:
-    """Write one corpus file of about `text_bytes` characters of text; (documents, text characters)."""
-    path, text_bytes, seed, gz = args
+def documents(seed: int, file_index: int) -> Iterator[str]:
+    """The documents of generated file `file_index`, endlessly: the same for the same (seed, file_index)."""
     if seed not in _LEXICONS:  # once per process, not per file
         words, cdf, sentences = lexicon(seed)
         _LEXICONS[seed] = (np.array(words, dtype=object), cdf, sentences)
     lex, cdf, sentences = _LEXICONS[seed]
-    rng = np.random.default_rng([seed, 1, int(path.stem.split("-")[-1].split(".")[0])])
+    rng = np.random.default_rng([seed, 1, file_index])
+    while True:
+        size = int(min(DOC_MAX, max(DOC_MIN, rng.lognormal(math.log(DOC_MEDIAN), DOC_SIGMA))))
+        yield _document(rng, lex, cdf, sentences, size)
+
+
+def _write_file(args: tuple[Path, int, int, int, bool]) -> tuple[int, int]:
+    """Write corpus file `index`, about `text_bytes` characters of text; (documents, text characters)."""
+    path, index, text_bytes, seed, gz = args
     docs = chars = 0
     with open(path, "wb") as raw, (gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, mtime=0) if gz
                                    else raw) as f:
         buf: list[str] = []
-        while chars < text_bytes:
-            size = int(min(DOC_MAX, max(DOC_MIN, rng.lognormal(math.log(DOC_MEDIAN), DOC_SIGMA))))
-            text = _document(rng, lex, cdf, sentences, size)
-            buf.append(json.dumps({"text": text, "id": f"{path.stem}-{docs}"}))
+        for text in documents(seed, index):
+            buf.append(json.dumps({"text": text, "id": f"{index}-{docs}"}))
             docs += 1
             chars += len(text)
-            if len(buf) >= 256:
+            if len(buf) >= 256 or chars >= text_bytes:
                 f.write(("\n".join(buf) + "\n").encode())
                 buf = []
-        if buf:
-            f.write(("\n".join(buf) + "\n").encode())
+            if chars >= text_bytes:
+                break
     return docs, chars
 
 
-def generate(directory: Path, text_bytes: int, seed: int, workers: int, gz: bool) -> tuple[list[Path], int, int]:
-    """Write ~`text_bytes` characters of documents (at least that many) into .jsonl[.gz] files in `directory`;
-    (files, documents, text characters)."""
+def sample(seed: int, nbytes: int) -> list[str]:
+    """The first documents of file 0, about `nbytes` characters: what the tokenizer is trained on."""
+    out: list[str] = []
+    got = 0
+    for text in documents(seed, 0):
+        if got >= nbytes:
+            break
+        out.append(text)
+        got += len(text)
+    return out
+
+
+def generate(directory: Path, text_bytes: int, seed: int, workers: int, gz: bool,
+             meanwhile: Callable[[], None] = lambda: None) -> tuple[list[Path], int, int]:
+    """Write ~`text_bytes` characters of documents (at least that many) into .jsonl[.gz] files in `directory`,
+    calling `meanwhile()` in this process while the workers write; (files, documents, text characters)."""
     n = max(1, math.ceil(text_bytes / FILE_BYTES))
     paths = [directory / f"corpus-{i:05d}.jsonl{'.gz' if gz else ''}" for i in range(n)]
-    jobs = [(p, math.ceil(text_bytes / n), seed, gz) for p in paths]
+    jobs = [(p, i, math.ceil(text_bytes / n), seed, gz) for i, p in enumerate(paths)]
     # spawn, not fork: this process may already run threads, and the forkserver is left for prepare-data's own
     # workers (it preloads the tokenizer only when it first starts)
     with mp.get_context("spawn").Pool(min(workers, n)) as pool:
-        counts = pool.map(_write_file, jobs, chunksize=1)
+        pending = pool.map_async(_write_file, jobs, chunksize=1)
+        meanwhile()
+        counts = pending.get()
     return paths, sum(d for d, _ in counts), sum(c for _, c in counts)
-
-
-def sample_texts(paths: list[Path], nbytes: int) -> list[str]:
-    """The first documents of each file, about `nbytes` characters in all: what the tokenizer is trained on."""
-    out: list[str] = []
-    each = nbytes // len(paths) + 1
-    for p in paths:
-        got = 0
-        with (gzip.open(p, "rt", encoding="utf-8") if p.name.endswith(".gz") else open(p, encoding="utf-8")) as f:
-            for line in f:
-                out.append(json.loads(line)["text"])
-                got += len(out[-1])
-                if got >= each:
-                    break
-    return out
 
 
 def build_tokenizer(texts: list[str], path: Path, vocab_size: int = DOLMA2_VOCAB) -> int:

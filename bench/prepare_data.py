@@ -11,7 +11,7 @@ ratio is of the medians. Target: ratio >= 0.85.
 Corpus: --gb G generates G GB of web-text-like documents (bench/prepare_corpus.py: log-normal lengths up to
 100,000 characters, prose re-sampled from the bundled corpus, plain .jsonl files of 64 MB, or .jsonl.gz with
 --gzip) into a temp dir that is removed afterwards, and trains a 100,278-entry byte-level BPE (dolma2's vocab
-size and pre-tokenizer) on a 16 MB sample of it, so the shards are uint32 (asserted). Without --gb: --docs
+size and pre-tokenizer) on an 8 MB sample of it, so the shards are uint32 (asserted). Without --gb: --docs
 documents of the bundled grammar (olmo/data/corpus.py) and the bundled 766-token tokenizer, or --input. The
 generation and tokenizer build are timed and reported apart from both sides.
 
@@ -50,6 +50,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo's olmo, installed or not
 
 SHARD_TOKENS = 256 << 20  # `olmo prepare-data`'s default --shard-size 256M
+T0 = time.perf_counter()
+
+
+def _say(msg: str) -> None:
+    """A progress line on stderr, so a slow or stopped run still shows where its time went."""
+    print(f"[{time.perf_counter() - T0:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
 
 def _raw_encoder(tok_path: Path) -> Callable[[list[str]], int]:
@@ -99,9 +105,12 @@ def main() -> int:
     p.add_argument("--workers", type=int, help="core budget for both sides (default: every usable core)")
     p.add_argument("--raw-batch-mb", type=float, default=32, help="characters per raw encode_batch call, in MB")
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--deadline", type=float, default=0, help="seconds: start no repeat that would end after this "
+                                                             "(fewer repeats rather than a run that overstays)")
     a = p.parse_args()
-    if a.repeats < 1 or (a.gb is not None and not 0 < a.gb <= 64) or (a.workers is not None and a.workers < 1):
-        print("bench: --repeats and --workers must be >= 1, --gb in (0, 64]", file=sys.stderr)
+    if a.repeats < 1 or (a.gb is not None and not 0 < a.gb <= 64) or (a.workers is not None and a.workers < 1) \
+            or a.deadline < 0:
+        print("bench: --repeats and --workers must be >= 1, --gb in (0, 64], --deadline >= 0", file=sys.stderr)
         return 2
 
     from olmo.data import prepare_pipeline as pipe
@@ -128,14 +137,18 @@ def _run(a: argparse.Namespace, workers: int, tmp: Path) -> int:
 
         t0 = time.perf_counter()
         (tmp / "corpus").mkdir()
-        inputs, _, _ = gen.generate(tmp / "corpus", int(a.gb * 1e9), a.seed, workers, a.gzip)
+        build = a.tokenizer is None
+        a.tokenizer = a.tokenizer or tmp / "tokenizer.json"
+
+        def train() -> None:  # while the workers write the corpus: one core here, the rest there
+            if build:
+                gen.build_tokenizer(gen.sample(a.seed, 8_000_000), a.tokenizer)
+                setup["tokenizer_build_s"] = time.perf_counter() - t0
+
+        inputs, _, _ = gen.generate(tmp / "corpus", int(a.gb * 1e9), a.seed, workers, a.gzip, train)
         setup["generate_s"] = time.perf_counter() - t0
+        _say(f"generated {len(inputs)} files in {setup['generate_s']:.1f}s")
         kind = ".jsonl.gz (gzip -1)" if a.gzip else kind
-        if a.tokenizer is None:
-            t0 = time.perf_counter()
-            a.tokenizer = tmp / "tokenizer.json"
-            gen.build_tokenizer(gen.sample_texts(inputs, 16 << 20), a.tokenizer)
-            setup["tokenizer_build_s"] = time.perf_counter() - t0
     else:
         inputs = [tmp / "corpus.jsonl"]
         write_jsonl(inputs[0], a.docs, seed=a.seed)
@@ -149,7 +162,7 @@ def _run(a: argparse.Namespace, workers: int, tmp: Path) -> int:
     batches = _batches(texts, int(a.raw_batch_mb * 1e6))
     chars = sum(len(t) for t in texts)
     size = sum(f.stat().st_size for f in inputs)
-    small = _small_slice(inputs, tmp / "small.jsonl", min(max(16 << 20, workers << 20), size // 8))
+    small = _small_slice(inputs, tmp / "small.jsonl", min(max(8 << 20, workers << 19), size // 8))
 
     def run_prepare(src: list[Path]) -> tuple[float, float, Any]:
         out = tmp / "out"
@@ -168,7 +181,13 @@ def _run(a: argparse.Namespace, workers: int, tmp: Path) -> int:
     full: list[tuple[float, float, Any]] = []
     small_s: list[float] = []
     tokens = 0
-    for _ in range(a.repeats):
+    _say(f"set-up done ({', '.join(f'{k} {v:.1f}' for k, v in setup.items())}); {len(texts):,} documents")
+    for r in range(a.repeats):
+        # --deadline: stop before a repeat that would end past it (the last one took as long as the slowest yet)
+        if r and a.deadline and time.perf_counter() - T0 + max(x + f[0] + y for x, f, y in
+                                                              zip(raw_s, full, small_s, strict=True)) > a.deadline:
+            _say(f"--deadline {a.deadline:.0f}s: stopping after {r} repeat(s)")
+            break
         t0, c0 = time.perf_counter(), time.process_time()
         n_tok = sum(encode(b) for b in batches)
         raw_s.append(time.perf_counter() - t0)
@@ -180,6 +199,8 @@ def _run(a: argparse.Namespace, workers: int, tmp: Path) -> int:
         written = sum(s.num_tokens for s in full[-1][2].shards)
         assert written == tokens, (written, tokens)  # the same work: every token, every EOS
         assert all(s.dtype == dtype for s in full[-1][2].shards), dtype
+        _say(f"repeat {r + 1}: raw {raw_s[-1]:.2f}s, prepare-data {full[-1][0]:.2f}s (slice {small_s[-1]:.2f}s), "
+             f"{tokens:,} tokens")
     small_tokens = sum(s.num_tokens for s in small_run[2].shards)
     return _report(a, workers, setup, kind, size, chars, len(texts), tokens, tok, dtype, raw_s, raw_cpu, full,
                    small_s, small_tokens, pipe.BYTES_PER_WORKER)
@@ -199,7 +220,7 @@ def _report(a: argparse.Namespace, workers: int, setup: dict[str, float], kind: 
     m, w, r = med(f[1] for f in full) * ns, med(f[2].worker_cpu_s for f in full) * ns, med(raw_cpu) * ns
     result = {"text_gb": round(chars / 1e9, 3), "corpus_bytes": size, "corpus": kind, "documents": docs,
               "tokens": tokens, "vocab_size": tok.vocab_size, "dtype": dtype, "workers": workers,
-              "cpus": os.cpu_count(), "prepare_processes": res.workers, "repeats": a.repeats,
+              "cpus": os.cpu_count(), "prepare_processes": res.workers, "repeats": len(raw_s),
               "raw_tokens_per_s": round(raw_tps), "prepare_tokens_per_s": round(ours_tps), "ratio": round(ratio, 3),
               "raw_s": [round(x, 3) for x in raw_s], "prepare_s": [round(f[0], 3) for f in full],
               "small_s": [round(x, 3) for x in small_s], "small_tokens": small_tokens,
@@ -233,7 +254,8 @@ def _report(a: argparse.Namespace, workers: int, setup: dict[str, float], kind: 
     ok = ratio >= a.min_ratio
     print(f"SUMMARY prepare-data {chars / 1e9:.2f} GB of text ({kind}), {tokens:,} tokens, vocab {tok.vocab_size:,} "
           f"-> {dtype}, {workers} cores: raw tokenizers {raw_tps:,.0f} tokens/s, prepare-data {ours_tps:,.0f} "
-          f"tokens/s ({excl_tps:,.0f} excluding its {fixed:.2f}s fixed cost); ratio of medians of {a.repeats}: "
+          f"tokens/s ({excl_tps:,.0f} excluding its {fixed:.2f}s fixed cost); ratio of medians of {len(raw_s)}"
+          f"{'' if len(raw_s) == a.repeats else ' (cut by --deadline)'}: "
           f"{ratio:.3f} (target >= {a.min_ratio:.2f}) {'PASS' if ok else 'FAIL'}")
     print(json.dumps(result))
     return 0 if ok else 1

@@ -198,8 +198,12 @@ def _init_worker(spec: WorkerSpec) -> None:
     parent = mp.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
-    # One tokenizer thread per worker: the processes are the parallelism, and --workers is the core budget.
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    # One tokenizer thread per worker: the processes are the parallelism, and --workers is the core budget. That
+    # thread is the tokenizer's own (parallelism on, a pool of one), not this process's main thread: the same
+    # texts encode ~30% slower per token on a process's main thread than on any other (measured with tokenizers
+    # 0.2x and a 100K-entry BPE; the main thread's malloc heap is the likely cause), and the bench's anchor,
+    # raw tokenizers with N threads, encodes on pool threads too.
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
     os.environ["RAYON_NUM_THREADS"] = "1"
     from tokenizers import Tokenizer
 
