@@ -2,34 +2,38 @@
 
 The anchor is the tokenizer alone, on texts already in memory, encoded in batches of --raw-batch-mb characters
 (each batch's encodings dropped at once, as prepare-data drops them). prepare-data is timed end to end as the
-command runs it (olmo.data.prepare.prepare, shard size 256M tokens as the CLI's default): reading the .jsonl
-from disk, parsing, encoding, appending EOS, writing shards with sha256 and CRC32s, fsync, sidecars, manifest.
-Both get the same core budget, --workers (default: every usable core): the anchor as that many tokenizer threads
-(RAYON_NUM_THREADS), prepare-data as that many worker processes. The two alternate, --repeats times each; the
-ratio is of the medians. Target: ratio >= 0.85.
+command runs it (olmo.data.prepare.prepare with the CLI's default shard size, 256M tokens): reading the .jsonl
+files from disk, parsing, encoding, appending EOS, writing shards with sha256 and CRC32s, fsync, sidecars and
+manifest. Both get the same core budget, --workers (default: every usable core): the anchor as that many
+tokenizer threads (RAYON_NUM_THREADS), prepare-data as that many worker processes. The two alternate, --repeats
+times each (default 3); the ratio is of the two medians. Target: ratio >= 0.85 (exit 1 below --min-ratio).
 
-Corpus: --gb G generates G GB of web-text-like documents (bench/prepare_corpus.py: log-normal lengths up to
-100,000 characters, prose re-sampled from the bundled corpus, plain .jsonl files of 64 MB, or .jsonl.gz with
---gzip) into a temp dir that is removed afterwards, and trains a 100,278-entry byte-level BPE (dolma2's vocab
-size and pre-tokenizer) on an 8 MB sample of it, so the shards are uint32 (asserted). Without --gb: --docs
-documents of the bundled grammar (olmo/data/corpus.py) and the bundled 766-token tokenizer, or --input. The
-generation and tokenizer build are timed and reported apart from both sides.
+Corpus: --gb G writes G x 10^9 characters of web-text-like documents (bench/prepare_corpus.py: log-normal
+lengths up to 100,000 characters, prose re-sampled from the bundled corpus with a Zipf long tail of words) as
+plain .jsonl files of 64 MB (--gzip: .jsonl.gz, gzip -1) into a temp dir that is removed afterwards, and
+meanwhile trains a 100,278-entry byte-level BPE (dolma2's vocab size and pre-tokenizer) on 8 MB of the same
+documents, so the shards are uint32 (asserted on every run). Without --gb: --docs documents of the bundled
+grammar (olmo/data/corpus.py) with the bundled 766-token tokenizer, or --input. Generation, the tokenizer build
+and loading the anchor's texts are timed and reported apart: neither side's time includes them.
 
-Fixed start-up cost of prepare-data (starting the workers, each loading the tokenizer, the last task's latency,
-the final fsync and manifest): prepare-data also runs on a small slice of the corpus (the first lines, at
-least 1 MiB per worker so that every worker starts), alternating with the full runs; the fixed cost is where the
-line through (small, full) medians of time against tokens meets zero tokens, and the rate excluding it is
-tokens / (full time - fixed cost). The forkserver start (once per `olmo prepare-data` command, but once per
-process here) is paid by an untimed warm-up run and reported apart.
+Fixed cost of prepare-data (starting the workers, each loading the tokenizer, the last tasks' latency, the last
+fsync, sidecar and manifest): prepare-data also runs on a slice of the corpus (its first 8 MB, at least 512 KiB
+per worker so that every worker starts) before each full run; the fixed cost is where the line through the
+(tokens, seconds) medians of slice and full runs meets zero tokens, and the rate excluding it is tokens / (full
+median - fixed cost). The forkserver start (once per `olmo prepare-data` command, but once per process here) is
+paid by an untimed warm-up run on the slice and reported apart.
 
 It also prints where prepare-data's CPU goes, to predict how it scales to more cores than this machine has: the
 main process (reading, hand-off, hashing, writing: the serial part) and the workers (parsing, tokenizing,
 packing: the part that scales), per token. All processes share the C cores, so with C cores the rate is at most
-min(C / (worker + main), 1 / main), against the anchor's C / raw.
+min(C / (worker + main), workers / worker, 1 / main), against the anchor's C / raw.
 
-    python3 bench/prepare_data.py --gb 1 --workers 16      # the issue's measurement: 1 GB, dolma2-sized vocab
-    python3 bench/prepare_data.py --gb 0.1 --gzip           # a quick one, gzipped inputs
-    python3 bench/prepare_data.py --docs 200000             # the bundled grammar and tokenizer
+Progress lines with the elapsed time go to stderr. --deadline S starts no repeat that would end after S seconds
+(judged by the slowest repeat so far): fewer repeats, said so in the summary, rather than a run cut off.
+
+    python3 bench/prepare_data.py --gb 1 --workers 16 --deadline 220   # the issue's measurement (~3.5 min there)
+    python3 bench/prepare_data.py --gb 0.1 --gzip                       # a quick one, gzipped inputs
+    python3 bench/prepare_data.py --docs 200000                         # the bundled grammar and tokenizer
     python3 bench/prepare_data.py --input docs.jsonl.gz --tokenizer tokenizer.json --workers 16
 """
 

@@ -2,8 +2,10 @@
 
 Pipeline (olmo/data/prepare_pipeline.py): the main process reads the inputs as chunks of raw lines and hands them to
 worker processes, which parse the JSON, tokenize, append EOS and return flat token arrays, in input order; the
-main process hashes them and streams them into the current shard. Shards end on document boundaries, and the
-output is byte-identical for any number of workers. Small inputs (or --workers 1) are encoded in-process.
+main process hashes them and streams them into the current shard, which a background thread flushes to disk as
+it grows (olmo/data/write_behind.py), so closing a shard does not stop everything to write it out. Shards end on
+document boundaries, and the output is byte-identical for any number of workers. Small inputs (or --workers 1)
+are encoded in-process.
 
 Crash safety: a shard is written as `.part-NNNNN.npy.tmp`, fsynced and renamed; its sidecar `part-NNNNN.json`
 (written last, atomically) marks it complete and records how far into the inputs it reaches. `prepare.json`

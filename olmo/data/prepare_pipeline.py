@@ -1,11 +1,11 @@
 """The parallel half of `olmo prepare-data`: inputs cut into chunks of lines, chunks encoded into token arrays.
 
 The main process only moves bytes: `read_tasks` cuts each input into chunks that end on a line break and numbers
-their first line. All per-document and per-token work (JSON parsing, tokenizing, appending EOS, packing the ids
-into one flat array) happens in `Encoder`, run by worker processes when there are several (`encode_all`), so it
-scales with cores instead of queueing on one process's GIL. Results come back in input order whatever the worker
-count, and a document's tokens do not depend on which chunk it was in, so the shards are byte-identical for any
-number of workers.
+their first line (the last few chunks smaller, so that the workers run out of work together). All per-document and
+per-token work (JSON parsing, tokenizing, appending EOS, packing the ids into one flat array) happens in `Encoder`,
+run by worker processes when there are several (`encode_all`), so it scales with cores instead of queueing on one
+process's GIL. Results come back in input order whatever the worker count, and a document's tokens do not depend on
+which chunk it was in, so the shards are byte-identical for any number of workers.
 
 Every worker imports this module: keep it light (no numpy, no torch, nothing from olmo that pulls them in).
 """
