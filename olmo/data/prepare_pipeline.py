@@ -84,10 +84,18 @@ def read_tasks(inputs: list[Path], start: tuple[int, int], size: int,
     quarter task of each other, instead of all but one waiting for the last full-size task."""
     for i in range(start[0], len(inputs)):
         try:
-            after = sum(p.stat().st_size for p in inputs[i + 1:]) if tail else 0  # input bytes after this file
+            after = sum(map(_size, inputs[i + 1:])) if tail else 0  # input bytes after this file
             yield from _file_tasks(i, inputs[i], start[1] if i == start[0] else 0, size, progress, tail - after)
         except (OSError, EOFError, zlib.error) as e:
             raise OlmoError(f"input {inputs[i]}: {_read_problem(e)}") from None
+
+
+def _size(path: Path) -> int:
+    """Bytes of a later input, 0 when it cannot be read now (reading it reports that, naming the right file)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _read_problem(e: BaseException) -> str:
@@ -200,8 +208,8 @@ def _init_worker(spec: WorkerSpec) -> None:
         threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
     # One tokenizer thread per worker: the processes are the parallelism, and --workers is the core budget. That
     # thread is the tokenizer's own (parallelism on, a pool of one), not this process's main thread: the same
-    # texts encode ~30% slower per token on a process's main thread than on any other (measured with tokenizers
-    # 0.2x and a 100K-entry BPE; the main thread's malloc heap is the likely cause), and the bench's anchor,
+    # texts encode ~30% slower per token on a process's main thread than on any other thread (measured with
+    # tokenizers 0.23 and a 100K-entry BPE, and not changed by malloc's trim settings), and the bench's anchor,
     # raw tokenizers with N threads, encodes on pool threads too.
     os.environ["TOKENIZERS_PARALLELISM"] = "true"
     os.environ["RAYON_NUM_THREADS"] = "1"
