@@ -23,7 +23,6 @@ def gen(monkeypatch: pytest.MonkeyPatch) -> object:
     return prepare_corpus
 
 
-@pytest.mark.slow  # spawns generator processes that each build the 400K-word lexicon
 def test_generated_corpus_is_seeded_and_web_like(tmp_path: Path, gen: object,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gen, "FILE_BYTES", 150_000)  # several files from a small corpus
