@@ -18,10 +18,10 @@ and loading the anchor's texts are timed and reported apart: neither side's time
 
 Fixed cost of prepare-data (starting the workers, each loading the tokenizer, the last tasks' latency, the last
 fsync, sidecar and manifest): prepare-data also runs on a slice of the corpus (its first 8 MB, at least 512 KiB
-per worker so that every worker starts) before each full run; the fixed cost is where the line through the
-(tokens, seconds) medians of slice and full runs meets zero tokens, and the rate excluding it is tokens / (full
-median - fixed cost). The forkserver start (once per `olmo prepare-data` command, but once per process here) is
-paid by an untimed warm-up run on the slice and reported apart.
+per worker so that every worker starts, or an eighth of a smaller corpus) before each full run; the fixed cost is
+where the line through the (tokens, seconds) medians of slice and full runs meets zero tokens, and the rate
+excluding it is tokens / (full median - fixed cost). The forkserver start (once per `olmo prepare-data` command,
+but once per process here) is paid by an untimed warm-up run on the slice and reported apart.
 
 It also prints where prepare-data's CPU goes, to predict how it scales to more cores than this machine has: the
 main process (reading, hand-off, hashing, writing: the serial part) and the workers (parsing, tokenizing,
