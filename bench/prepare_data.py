@@ -31,7 +31,7 @@ min(C / (worker + main), workers / worker, 1 / main), against the anchor's C / r
 Progress lines with the elapsed time go to stderr. --deadline S starts no repeat that would end after S seconds
 (judged by the slowest repeat so far): fewer repeats, said so in the summary, rather than a run cut off.
 
-    python3 bench/prepare_data.py --gb 1 --workers 16 --deadline 220   # the measurement (~3.5 min there)
+    python3 bench/prepare_data.py --gb 1 --workers 16 --deadline 230   # the measurement (~3.5 min there)
     python3 bench/prepare_data.py --gb 0.1 --gzip                       # a quick one, gzipped inputs
     python3 bench/prepare_data.py --docs 200000                         # the bundled grammar and tokenizer
     python3 bench/prepare_data.py --input docs.jsonl.gz --tokenizer tokenizer.json --workers 16
