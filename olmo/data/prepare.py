@@ -2,8 +2,10 @@
 
 Pipeline (olmo/data/prepare_pipeline.py): the main process reads the inputs as chunks of raw lines and hands them to
 worker processes, which parse the JSON, tokenize, append EOS and return flat token arrays, in input order; the
-main process hashes them and streams them into the current shard. Shards end on document boundaries, and the
-output is byte-identical for any number of workers. Small inputs (or --workers 1) are encoded in-process.
+main process hashes them and streams them into the current shard, which a background thread flushes to disk as
+it grows (olmo/data/write_behind.py), so closing a shard does not stop everything to write it out. Shards end on
+document boundaries, and the output is byte-identical for any number of workers. Small inputs (or --workers 1)
+are encoded in-process.
 
 Crash safety: a shard is written as `.part-NNNNN.npy.tmp`, fsynced and renamed; its sidecar `part-NNNNN.json`
 (written last, atomically) marks it complete and records how far into the inputs it reaches. `prepare.json`
@@ -44,6 +46,7 @@ from olmo.data.shards import (
     shard_name,
 )
 from olmo.data.special_tokens import special_ids
+from olmo.data.write_behind import WriteBehind
 from olmo.errors import OlmoError, Resumable, is_disk_full
 from olmo.fsutil import (
     atomic_write_json,
@@ -151,6 +154,7 @@ class ShardWriter:
         self.directory, self.name, self.dtype = directory, shard_name(index), dtype
         self.tmp = directory / f".{self.name}.tmp"
         self.f = create_fresh(self.tmp)  # open until finish(): the shard is written in pieces
+        self.behind = WriteBehind(self.f.fileno())  # so that finish() does not write the whole shard out at once
         self.sha = hashlib.sha256()
         self.crcs: list[str] = []
         self.crc, self.in_block = 0, 0
@@ -160,6 +164,7 @@ class ShardWriter:
     def write(self, ids: np.ndarray, docs: int) -> None:
         data = ids.data.cast("B")  # no copy: `ids` is a contiguous slice
         self.f.write(data)
+        self.behind.wrote(len(data))
         self.sha.update(data)
         while len(data):
             take = min(BLOCK_BYTES - self.in_block, len(data))
@@ -176,6 +181,7 @@ class ShardWriter:
     def finish(self, tok: Tok, resume_after: dict[str, int]) -> ShardMeta:
         if self.in_block:
             self.crcs.append(f"{self.crc:08x}")
+        self.behind.close()
         self.f.flush()
         os.fsync(self.f.fileno())
         self.f.close()
@@ -193,6 +199,8 @@ class ShardWriter:
 
     def abort(self) -> None:
         """Drop the shard being written (its temp file)."""
+        with contextlib.suppress(OSError):
+            self.behind.close()  # before the file closes: the thread flushes its descriptor
         with contextlib.suppress(OSError):
             self.f.close()
         self.tmp.unlink(missing_ok=True)
@@ -267,12 +275,14 @@ def encoded(inputs: list[Path], start: tuple[int, int], tok: Tok, workers: int |
     --workers 1 and for inputs too small to repay starting processes."""
     total = sum(p.stat().st_size * (4 if p.name.endswith(".gz") else 1) for p in inputs[start[0]:])  # ~text bytes
     workers = min(workers or pipe.usable_cpus(), max(2, total // pipe.BYTES_PER_WORKER))
-    tasks = pipe.read_tasks(inputs, start, pipe.chunk_bytes(total, workers), progress)
+    size = pipe.chunk_bytes(total, workers)
     dtype = dtype_for_vocab(tok.vocab_size)
     if workers > 1 and total >= pipe.MIN_POOL_BYTES:
+        tasks = pipe.read_tasks(inputs, start, size, progress, tail=workers * size)  # the last wave in small tasks
         return pipe.encode_all(tasks, WorkerSpec(str(tok.path), tok.eos_id, dtype), workers), workers
     # One thread reads and encodes (the tokenizer releases the GIL and uses the cores it is allowed) while the
     # caller writes.
+    tasks = pipe.read_tasks(inputs, start, size, progress)
     return _prefetch(map(Encoder(tok.tokenizer, tok.eos_id, dtype), tasks)), 0
 
 

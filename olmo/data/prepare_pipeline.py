@@ -1,11 +1,11 @@
 """The parallel half of `olmo prepare-data`: inputs cut into chunks of lines, chunks encoded into token arrays.
 
 The main process only moves bytes: `read_tasks` cuts each input into chunks that end on a line break and numbers
-their first line. All per-document and per-token work (JSON parsing, tokenizing, appending EOS, packing the ids
-into one flat array) happens in `Encoder`, run by worker processes when there are several (`encode_all`), so it
-scales with cores instead of queueing on one process's GIL. Results come back in input order whatever the worker
-count, and a document's tokens do not depend on which chunk it was in, so the shards are byte-identical for any
-number of workers.
+their first line (the last few chunks smaller, so that the workers run out of work together). All per-document and
+per-token work (JSON parsing, tokenizing, appending EOS, packing the ids into one flat array) happens in `Encoder`,
+run by worker processes when there are several (`encode_all`), so it scales with cores instead of queueing on one
+process's GIL. Results come back in input order whatever the worker count, and a document's tokens do not depend on
+which chunk it was in, so the shards are byte-identical for any number of workers.
 
 Every worker imports this module: keep it light (no numpy, no torch, nothing from olmo that pulls them in).
 """
@@ -75,16 +75,27 @@ def chunk_bytes(total_bytes: int, workers: int) -> int:
 
 
 def read_tasks(inputs: list[Path], start: tuple[int, int], size: int,
-               progress: Callable[[int], None] | None = None) -> Iterator[Task]:
+               progress: Callable[[int], None] | None = None, tail: int = 0) -> Iterator[Task]:
     """Tasks of about `size` bytes covering `inputs` from record `start[1]` of input `start[0]` on, in order.
     Each task carries the (compressed) input bytes it covers; `progress(n)` gets only the bytes no task carries
     (lines before the resume point, a gzip trailer), so a progress bar counting both reaches 100% exactly when
-    the last task is written, not when the reader (which runs ahead of the encoders) reaches the end."""
+    the last task is written, not when the reader (which runs ahead of the encoders) reaches the end.
+    The last `tail` bytes of input come in tasks a quarter the size: the workers then run out of work within a
+    quarter task of each other, instead of all but one waiting for the last full-size task."""
     for i in range(start[0], len(inputs)):
         try:
-            yield from _file_tasks(i, inputs[i], start[1] if i == start[0] else 0, size, progress)
+            after = sum(map(_size, inputs[i + 1:])) if tail else 0  # input bytes after this file
+            yield from _file_tasks(i, inputs[i], start[1] if i == start[0] else 0, size, progress, tail - after)
         except (OSError, EOFError, zlib.error) as e:
             raise OlmoError(f"input {inputs[i]}: {_read_problem(e)}") from None
+
+
+def _size(path: Path) -> int:
+    """Bytes of a later input, 0 when it cannot be read now (reading it reports that, naming the right file)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _read_problem(e: BaseException) -> str:
@@ -98,8 +109,10 @@ def _read_problem(e: BaseException) -> str:
     return f"cannot read it: {getattr(e, 'strerror', None) or e}"
 
 
-def _file_tasks(i: int, path: Path, skip: int, size: int, progress: Callable[[int], None] | None) -> Iterator[Task]:
-    """The tasks of input `i` (records up to `skip` are passed over)."""
+def _file_tasks(i: int, path: Path, skip: int, size: int, progress: Callable[[int], None] | None,
+                tail: int) -> Iterator[Task]:
+    """The tasks of input `i` (records up to `skip` are passed over); its bytes from `tail` before its end on
+    (as stored, compressed for .gz) in quarter-size tasks."""
     with open(path, "rb") as raw:
         f: IO[bytes] = gzip.GzipFile(fileobj=raw) if path.name.endswith(".gz") else raw  # type: ignore[assignment]
         if ".txt" in path.name:
@@ -110,7 +123,8 @@ def _file_tasks(i: int, path: Path, skip: int, size: int, progress: Callable[[in
                 progress(raw.tell())
             return
         line, last = 1, 0
-        while data := f.read(size):
+        small_from = os.fstat(raw.fileno()).st_size - tail
+        while data := f.read(size if raw.tell() < small_from else max(CHUNK_MIN, size // 4)):
             if not data.endswith(b"\n"):
                 data += f.readline()  # finish the last line, so no line is split between two tasks
             newlines = data.count(b"\n")
@@ -192,8 +206,12 @@ def _init_worker(spec: WorkerSpec) -> None:
     parent = mp.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
-    # One tokenizer thread per worker: the processes are the parallelism, and --workers is the core budget.
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    # One tokenizer thread per worker: the processes are the parallelism, and --workers is the core budget. That
+    # thread is the tokenizer's own (parallelism on, a pool of one), not this process's main thread: the same
+    # texts encode ~30% slower per token on a process's main thread than on any other thread (measured with
+    # tokenizers 0.23 and a 100K-entry BPE, and not changed by malloc's trim settings), and the bench's anchor,
+    # raw tokenizers with N threads, encodes on pool threads too.
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
     os.environ["RAYON_NUM_THREADS"] = "1"
     from tokenizers import Tokenizer
 
