@@ -11,7 +11,7 @@ checkpoints, `export-hf` and `init-from` work across bf16 and fp8 runs.
 Under FSDP2 the weights are all-gathered in bf16 and cast to float8 after the gather. torchao can also gather
 them in float8 (half the bytes), but then every parameter is its tensor subclass and the checkpoints pickle it:
 torch.load refuses them without allow-listing a torchao class, and OLMo-core and `export-hf` could not read them
-as plain tensors. On NVLink the bf16 gather is hidden behind the blocks' compute anyway.
+as plain tensors. (Not measured here: whether the bf16 gather is exposed at all on NVLink at 7B.)
 
 Float8 tensor cores exist from compute capability 8.9 (Ada, Hopper, Blackwell); `problem()` says why a run
 cannot use fp8 here, in one line, before anything is built. torchao is an optional dependency (the `fp8` extra).
