@@ -204,7 +204,8 @@ def test_cache_key_follows_torchao_install_upgrade_and_removal(tmp_path: Path,
         assert torch_probe._cache_key(tmp_path, []) != installed  # the answer before torchao was installed
         # an upgrade that leaves every file time as it was is still a new answer
         stat = init.stat()
-        (site / "torchao-0.16.0.dist-info").rename(site / "torchao-0.18.0.dist-info")
+        # (a version no real torchao has: the venv may hold a real one, which answers once the fake is removed)
+        (site / "torchao-0.16.0.dist-info").rename(site / "torchao-0.99.0.dist-info")
         os.utime(init, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         upgraded = key()
         assert upgraded != installed
