@@ -141,8 +141,9 @@ FACT_KEYS: dict[str, str] = {
     "flash_attn_3.import_ok": "whether FlashAttention-3 (flash_attn_interface) imports against this torch",
     "flash_attn_3.import_error": "the import error, if any (first line)",
     "attention.auto_pick": "the kernel package `attn_backend: auto` takes without timing on this GPU and torch: the "
-                           "one build-kernels' GPU check found faster than SDPA (sdpa when none; auto times the "
-                           "installed backends, flex included, at the first train otherwise)",
+                           "one build-kernels' GPU check found faster than SDPA (sdpa when none did; timed when "
+                           "build-kernels recorded nothing here: auto then times the installed backends, flex "
+                           "included, at the first train)",
     "xformers.version": "installed xformers version",
     "xformers.import_ok": "whether xformers' C++/CUDA ops load against this torch",
     "xformers.import_error": "the import error, if any (first line)",

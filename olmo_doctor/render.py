@@ -109,6 +109,8 @@ def area_lines(facts: Mapping[str, FactValue]) -> dict[str, str]:
                        else f"{label} ?" if is_unknown(f, f"{key}.version") else f"{label} not installed")
     if pick == "sdpa" and any(f.get(f"{k}.version") for k in ("flash_attn", "flash_attn_3", "xformers")):
         kernels.append("auto: no built kernel beat SDPA here")
+    elif pick == "timed" and any(f.get(f"{k}.version") for k in ("flash_attn", "flash_attn_3", "xformers")):
+        kernels.append("auto: times them at the first train (no build-kernels record here)")
     kernels.append(float8_item(f))
     nofile = f.get("ulimit.nofile.soft")
     return {

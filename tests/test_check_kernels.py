@@ -42,7 +42,25 @@ def test_auto_pick_reads_build_kernels_record_for_this_gpu_and_torch(tmp_path: P
     state_path().write_text(json.dumps({"results": [
         {**rec, "package": "flash-attn-3", "faster": "flash-attn-3"},
         {**rec, "package": "flash-attn", "faster": "sdpa", "kernel_ms": 3.5},
-        {**rec, "package": "xformers", "faster": "xformers", "kernel_ms": 1.0, "torch": "2.10.0+cu128"}]}))
+        {**rec, "package": "xformers", "faster": "xformers", "kernel_ms": 1.0, "torch": "2.10.0+cu128"},
+        {**rec, "package": "flash-attn", "faster": "sdpa", "gpu": "NVIDIA L40S"}]}))
     assert torch_probe.auto_pick(H200) == {"attention.auto_pick": "flash-attn-3"}
-    assert torch_probe.auto_pick({**H200, "gpu.0.name": "NVIDIA A100"}) == {"attention.auto_pick": "sdpa"}
+    assert torch_probe.auto_pick({**H200, "gpu.0.name": "NVIDIA L40S"}) == {"attention.auto_pick": "sdpa"}
+    assert torch_probe.auto_pick({**H200, "gpu.0.name": "NVIDIA A100"}) == {"attention.auto_pick": "timed"}
     assert torch_probe.auto_pick({"gpu.count": 0}) == {"attention.auto_pick": None}
+
+
+def test_no_build_kernels_record_is_not_called_a_loss_for_the_kernels(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """With nothing recorded for this GPU and torch, nobody has timed the kernels yet: check says the trainer will,
+    instead of claiming that none beat SDPA (the H200 image with FA3 installed but no build-kernels run)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    from olmo_doctor.build.verify import preferred_backend, recorded_backend
+    from olmo_doctor.probes.torch_probe import auto_pick
+
+    assert recorded_backend("NVIDIA H200", "2.11.0+cu130") is None
+    assert preferred_backend("NVIDIA H200", "2.11.0+cu130") == "sdpa"  # what the trainer falls back to
+    pick = auto_pick(dict(H200))
+    assert pick == {"attention.auto_pick": "timed"}
+    line = area_lines({**H200, **pick, "flash_attn_3.version": "3.0.0", "flash_attn_3.import_ok": True})["Kernels"]
+    assert "no build-kernels record" in line and "beat SDPA" not in line and "auto picks" not in line

@@ -103,16 +103,24 @@ def record(result: dict[str, Any], path: Path | None = None) -> Path:
 def preferred_backend(gpu: str, torch_version: str, path: Path | None = None) -> str:
     """The fastest verified kernel package (flash-attn, flash-attn-3, xformers) that beat SDPA on this GPU and torch,
     else 'sdpa'."""
+    return recorded_backend(gpu, torch_version, path) or "sdpa"
+
+
+def recorded_backend(gpu: str, torch_version: str, path: Path | None = None) -> str | None:
+    """As preferred_backend, but None when build-kernels recorded nothing for this GPU and torch (then nobody has
+    measured here yet: the trainer's `auto` times the backends at its first start)."""
     try:
         results = json.loads((path or state_path()).read_text()).get("results", [])
-    except (OSError, ValueError, RecursionError):
-        return "sdpa"
-    best, best_ms = "sdpa", None
-    for r in results:
-        mine = r.get("gpu") == gpu and r.get("torch") == torch_version
-        if mine and r.get("ok") and r.get("faster") != "sdpa" and (best_ms is None or r["kernel_ms"] < best_ms):
+    except (OSError, ValueError, RecursionError, AttributeError):
+        return None
+    best, best_ms, seen = "sdpa", None, False
+    for r in results if isinstance(results, list) else []:
+        if not isinstance(r, dict) or r.get("gpu") != gpu or r.get("torch") != torch_version:
+            continue
+        seen = True
+        if r.get("ok") and r.get("faster") != "sdpa" and (best_ms is None or r["kernel_ms"] < best_ms):
             best, best_ms = r["package"], r["kernel_ms"]
-    return best
+    return best if seen else None
 
 
 def _failure(returncode: int, stderr: str) -> str:

@@ -195,10 +195,11 @@ def probe(import_torch: bool = True) -> Facts:
 
 def auto_pick(facts: Facts) -> Facts:
     """Which kernel package `attn_backend: auto` takes on this GPU and torch without timing: the one
-    `build-kernels`' GPU check recorded as faster than SDPA (olmo_doctor.build.verify), else 'sdpa'."""
+    `build-kernels`' GPU check recorded as faster than SDPA (olmo_doctor.build.verify), else 'sdpa'; 'timed' when
+    nothing was recorded for this GPU and torch (the trainer then times the backends at its first start)."""
     gpu, version = facts.get("gpu.0.name"), facts.get("torch.version")
     if not gpu or not version:
         return {"attention.auto_pick": None}
-    from olmo_doctor.build.verify import preferred_backend
+    from olmo_doctor.build.verify import recorded_backend
 
-    return {"attention.auto_pick": preferred_backend(str(gpu), str(version))}
+    return {"attention.auto_pick": recorded_backend(str(gpu), str(version)) or "timed"}
