@@ -4,12 +4,15 @@ Both runs use the trainer's own code: `olmo.parallel.build_parallel_model` (the 
 `olmo train`), `olmo.optim.optimizer.build_optimizer` (fused AdamW, fp32 master weights) and `olmo.train.train_step`
 (the loop's step: forward, loss, backward with gradient sync, clip, AdamW). Shape: OLMo-core `olmo2_1B` (d_model 2048,
 18 layers, 16 heads, MLP 8192, vocab 100352), 4 x 4096 random tokens per GPU per step, bf16 compute (autocast on
-one GPU; FSDP2 bf16 params with fp32 gradient reduction on N). Anchor: the one-GPU run, measured in the same
-command. Target: N-GPU tokens/s >= 1.9x the one-GPU tokens/s on 2 GPUs (0.95 scaling efficiency).
+one GPU; FSDP2 bf16 params with fp32 gradient reduction on N), or `--precision fp8`. Anchor: the one-GPU run,
+measured in the same command, by default in the fastest one-GPU configuration of ours (bf16 weight copies kept by
+the optimizer and the step as one CUDA graph, which exist only in one process; `--one-gpu plain` runs the N-GPU
+code instead). Target: N-GPU tokens/s >= 1.9x the one-GPU tokens/s on 2 GPUs (0.95 scaling efficiency).
 
     python bench/fsdp_scaling.py                 # world size 1, then all visible GPUs through torchrun
     python bench/fsdp_scaling.py --gpus 2 --steps 20 --compile
     python bench/fsdp_scaling.py --gpus 2 --compile --variants 'reshard=1;reshard=0;dp=ddp'
+    python bench/fsdp_scaling.py --gpus 2 --compile --precision fp8 --attn flash_attn_3   # the fastest settings
     python bench/fsdp_scaling.py --check         # correctness: 1 GPU vs 2 GPUs (FSDP2, DDP) losses, small model
 
 Run from the repo root after `python3 -m pip install -e . --no-deps --no-build-isolation`. Each measurement is a
@@ -19,6 +22,7 @@ fresh process (one through `torchrun --standalone`), which writes its numbers as
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -32,19 +36,33 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # ---------------------------------------------------------------------------------------------- worker side
 def worker(a: argparse.Namespace) -> None:
-    """One measurement in this process (a torchrun rank or the single GPU): timed train_step calls."""
+    """One measurement in this process (a torchrun rank or the single GPU), then a clean exit: the model and its
+    optimizer are freed (and collected) while the process group is alive, as olmo.train does, else gloo can abort
+    the process at exit."""
+    from olmo import parallel
+
+    _measure_here(a)
+    gc.collect()
+    parallel.barrier()
+    parallel.shutdown()
+
+
+def _measure_here(a: argparse.Namespace) -> None:
+    """Timed train_step calls; rank 0 writes the numbers to a.out."""
     import torch
 
     from olmo import parallel
     from olmo.config import ModelConfig, TrainConfig
+    from olmo.cuda_graph import GraphedStep
     from olmo.optim.optimizer import build_optimizer
-    from olmo.train import Setup, train_step
+    from olmo.train import Setup, _step_core, train_step
 
     world = parallel.world_from_env()
     cuda = not a.cpu_smoke
     cfg = TrainConfig(model=ModelConfig.olmo2_1b() if cuda else ModelConfig.tiny(), micro_batch_size=a.batch,
                       global_batch_size=a.batch * world.world_size, device="cuda" if cuda else "cpu",
-                      precision="bf16" if cuda else "fp32", compile=a.compile, steps=a.warmup + a.steps)
+                      precision=a.precision if cuda else "fp32", compile=a.compile, steps=a.warmup + a.steps)
+    cfg.model.attn_backend = a.attn
     cfg.data.seq_len = a.seq
     cfg.model.max_seq_len = max(cfg.model.max_seq_len, a.seq)
     cfg.parallel.ac = a.ac
@@ -56,8 +74,15 @@ def worker(a: argparse.Namespace) -> None:
         torch.cuda.set_device(device)
     mesh = parallel.init_distributed(world, device)
     model = parallel.build_parallel_model(cfg, world, device, mesh)
-    opt = build_optimizer(model, cfg.optim, device)
-    s = Setup(cfg, world, device, parallel.autocast_dtype(cfg, device, world), model, opt, None, [])  # type: ignore[arg-type]
+    amp = parallel.autocast_dtype(cfg, device, world)
+    # --one-gpu fastest: the one-GPU anchor as `olmo train` runs it fastest there (bf16 weight copies kept by the
+    # optimizer, the step as one CUDA graph); --one-gpu plain: the same code as the N-GPU run
+    fastest = world.world_size == 1 and cuda and a.one_gpu == "fastest"
+    opt = build_optimizer(model, cfg.optim, device, copies_dtype=amp if fastest else None)
+    s = Setup(cfg, world, device, amp, model, opt, None, [])  # type: ignore[arg-type]
+    if fastest:
+        opt.lr_override = torch.zeros((), dtype=torch.float32, device=device)  # type: ignore[attr-defined]
+        s.graph = GraphedStep(lambda *mbs: _step_core(s, list(mbs)), opt.zero_grad, device)
     gen = torch.Generator().manual_seed(1000 + world.rank)  # a different random batch on every rank
     batches = [[torch.randint(0, cfg.model.vocab_size, (a.batch, a.seq), generator=gen)] for _ in range(4)]
     for i in range(a.warmup):
@@ -78,8 +103,6 @@ def worker(a: argparse.Namespace) -> None:
             "world_size": world.world_size, "tokens_per_s": tokens / seconds, "step_s": seconds / a.steps,
             "peak_gb": torch.cuda.max_memory_allocated(device) / 1e9 if cuda else 0.0, "loss": float(loss),
             "gpu": torch.cuda.get_device_name(device) if cuda else "cpu", "torch": torch.__version__}))
-    parallel.barrier()
-    parallel.shutdown()
 
 
 # ---------------------------------------------------------------------------------------------- driver side
@@ -94,7 +117,8 @@ def measure(a: argparse.Namespace, gpus: int) -> dict[str, float]:
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         args = ["--worker", "--out", f.name, "--steps", str(a.steps), "--warmup", str(a.warmup),
                 "--batch", str(a.batch), "--seq", str(a.seq), "--ac", a.ac, "--reshard", str(a.reshard),
-                "--dp", a.dp] + (["--compile"] if a.compile else []) + (["--cpu-smoke"] if a.cpu_smoke else [])
+                "--dp", a.dp, "--precision", a.precision, "--attn", a.attn, "--one-gpu", a.one_gpu] \
+            + (["--compile"] if a.compile else []) + (["--cpu-smoke"] if a.cpu_smoke else [])
         launcher = [sys.executable] if gpus == 1 else \
             [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}"]
         t0 = time.perf_counter()
@@ -121,7 +145,8 @@ def bench(a: argparse.Namespace) -> int:
     for v in variants:  # the same one-GPU anchor for every parallel variant
         va = argparse.Namespace(**{**vars(a), "reshard": int(v.get("reshard", a.reshard)), "dp": v.get("dp", a.dp)})
         runs.append((va, measure(va, gpus)))
-    shape = "tiny model (--cpu-smoke), fp32" if a.cpu_smoke else "olmo2_1B shape, bf16"
+    shape = "tiny model (--cpu-smoke), fp32" if a.cpu_smoke else \
+        f"olmo2_1B shape, {a.precision}, attention {a.attn}, one-GPU anchor {a.one_gpu}"
     print(f"\n{shape}, {a.batch} x {a.seq} tokens per GPU per step, {a.steps} timed steps after "
           f"{a.warmup} warm-up, compile={a.compile}, AC={a.ac}; {one['gpu']}, torch {one['torch']}")
     print(f"  {'1 GPU (one process)':<44} {one['tokens_per_s']:>10,.0f} tok/s  {one['step_s'] * 1e3:7.1f} ms/step  "
@@ -199,6 +224,11 @@ def main() -> int:
     p.add_argument("--dp", default="fsdp", choices=["fsdp", "ddp"], help="data parallelism of the N-GPU run")
     p.add_argument("--variants", default="",
                    help="';'-separated N-GPU variants against one 1-GPU run: 'reshard=1;reshard=0;dp=ddp'")
+    p.add_argument("--precision", default="bf16", choices=["bf16", "fp8"], help="both runs (fp8: float8 projections)")
+    p.add_argument("--attn", default="sdpa", help="attention backend of both runs (sdpa, flash_attn_3, ...)")
+    p.add_argument("--one-gpu", default="fastest", choices=["fastest", "plain"],
+                   help="the anchor: fastest = bf16 weight copies + the step as a CUDA graph, as `olmo train` on one "
+                   "GPU (needs --compile to be the fastest); plain = the N-GPU run's code in one process")
     p.add_argument("--target-per-gpu", type=float, default=0.95, help="exit 1 below this scaling per GPU")
     p.add_argument("--check", action="store_true", help="correctness instead of speed: 1 vs 2 GPU losses")
     p.add_argument("--cpu-smoke", action="store_true", help="run the whole harness on the CPU with a tiny model")

@@ -23,6 +23,7 @@ batch 1 x 8192 per GPU. `ac=budget` (OLMo-core's memory budget 0.5) and `ac=full
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -87,6 +88,9 @@ def _ours_worker(a: argparse.Namespace, opts: dict[str, str]) -> dict[str, float
         return train_step(s, [torch.randint(0, TOKENS_VOCAB, (1, 8192), generator=gen)], 1e-4)[0]
 
     out = _timed(step, a, device)
+    del step  # with it the model and optimizer: freed while the process group is alive (as olmo.train does)
+    s = model = opt = None  # type: ignore[assignment]
+    gc.collect()
     parallel.barrier()
     parallel.shutdown()
     return {**out, "flops_per_token": model_cfg.flops_per_token(8192)}
