@@ -4,8 +4,8 @@ With `precision: fp8` the seven projections of every block (q, k, v, out; gate, 
 torchao's Float8Linear scales the input and the weight by their current absolute maximum (one scale per tensor,
 "tensorwise dynamic"), casts them to e4m3, and runs the GEMM on the float8 tensor cores; the gradients go through
 e5m2 the same way. Everything else stays as in bf16 training: fp32 master weights and AdamW state, bf16
-activations and residual stream, attention in bf16, the embedding and the output head (a third of the LM head's
-error budget lives in its logits) untouched. The parameters are still `weight` tensors of the same shapes, so
+activations and residual stream, attention in bf16, the embedding and the output head untouched (as OLMo-core's
+and torchtitan's float8 recipes leave them: the head's logits go straight into the softmax). The parameters are still `weight` tensors of the same shapes, so
 checkpoints, `export-hf` and `init-from` work across bf16 and fp8 runs.
 
 Under FSDP2 the weights are all-gathered in bf16 and cast to float8 after the gather. torchao can also gather
@@ -24,7 +24,7 @@ import logging
 import torch
 import torch.nn as nn
 
-MIN_CAPABILITY = (8, 9)
+MIN_CAPABILITY = (8, 9)  # also in olmo_doctor/tables.py, for `check`: the trainer does not import the doctor
 INSTALL_HINT = "pip install torchao (or the olmo-doctor[fp8] extra)"
 
 
