@@ -5,8 +5,9 @@ torchao's Float8Linear scales the input and the weight by their current absolute
 "tensorwise dynamic"), casts them to e4m3, and runs the GEMM on the float8 tensor cores; the gradients go through
 e5m2 the same way. Everything else stays as in bf16 training: fp32 master weights and AdamW state, bf16
 activations and residual stream, attention in bf16, the embedding and the output head untouched (as OLMo-core's
-and torchtitan's float8 recipes leave them: the head's logits go straight into the softmax). The parameters are still `weight` tensors of the same shapes, so
-checkpoints, `export-hf` and `init-from` work across bf16 and fp8 runs.
+and torchtitan's float8 recipes leave them: the head's logits go straight into the softmax). The parameters are
+still `weight` tensors of the same shapes, so checkpoints, `export-hf` and `init-from` work across bf16 and fp8
+runs.
 
 Under FSDP2 the weights are all-gathered in bf16 and cast to float8 after the gather. torchao can also gather
 them in float8 (half the bytes), but then every parameter is its tensor subclass and the checkpoints pickle it:
