@@ -20,9 +20,9 @@ import torch.nn as nn
 from olmo import checkpoint
 from olmo.config import ConfigError, TrainConfig, validate
 from olmo.model import Transformer, build_model
+from olmo.nn import float8
 from olmo.train import train
 
-float8 = pytest.importorskip("olmo.nn.float8")
 if float8.problem(torch.device("cpu")) is not None:  # pragma: no cover - install.sh adds torchao next to torch
     pytest.skip(f"float8 not usable on this CPU: {float8.problem(torch.device('cpu'))}", allow_module_level=True)
 
