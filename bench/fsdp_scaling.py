@@ -53,9 +53,8 @@ def _measure_here(a: argparse.Namespace) -> None:
 
     from olmo import parallel
     from olmo.config import ModelConfig, TrainConfig
-    from olmo.cuda_graph import GraphedStep
     from olmo.optim.optimizer import build_optimizer
-    from olmo.train import Setup, _step_core, train_step
+    from olmo.train import Setup, graph_the_step, train_step
 
     world = parallel.world_from_env()
     cuda = not a.cpu_smoke
@@ -80,9 +79,8 @@ def _measure_here(a: argparse.Namespace) -> None:
     fastest = world.world_size == 1 and cuda and a.one_gpu == "fastest"
     opt = build_optimizer(model, cfg.optim, device, copies_dtype=amp if fastest else None)
     s = Setup(cfg, world, device, amp, model, opt, None, [])  # type: ignore[arg-type]
-    if fastest:
-        opt.lr_override = torch.zeros((), dtype=torch.float32, device=device)  # type: ignore[attr-defined]
-        s.graph = GraphedStep(lambda *mbs: _step_core(s, list(mbs)), opt.zero_grad, device)
+    if fastest and not graph_the_step(s):
+        sys.exit("fsdp_scaling: the one-GPU step could not be set up as a CUDA graph")
     gen = torch.Generator().manual_seed(1000 + world.rank)  # a different random batch on every rank
     batches = [[torch.randint(0, cfg.model.vocab_size, (a.batch, a.seq), generator=gen)] for _ in range(4)]
     for i in range(a.warmup):

@@ -125,13 +125,9 @@ def setup(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None = No
     single_gpu = world.world_size == 1 and device.type == "cuda"
     optimizer = build_optimizer(model, cfg.optim, device, copies_dtype=amp if single_gpu else None)
     s = Setup(cfg, world, device, amp, model, optimizer, loader, val, say=say)
-    if cfg.cuda_graph:
-        if isinstance(optimizer, MasterAdamW):
-            optimizer.lr_override = torch.zeros((), dtype=torch.float32, device=device)
-            s.graph = GraphedStep(lambda *batches: _step_core(s, list(batches)), optimizer.zero_grad, device)
-        else:
-            say("[yellow]cuda_graph is on but ignored[/]: it needs one process on a GPU with bf16 "
-                "and optim.compute_copies")
+    if cfg.cuda_graph and not graph_the_step(s):
+        say("[yellow]cuda_graph is on but ignored[/]: it needs one process on a GPU with bf16 "
+            "and optim.compute_copies")
     if ckpt and resume:
         check_resumed_config(checkpoint.saved_config(ckpt), cfg, say)
         state = checkpoint.load(ckpt, model, optimizer)
@@ -155,6 +151,16 @@ def setup(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None = No
         s.carry = tokenizer_files.for_run(cfg, ckpt if resume else None,
                                           checkpoint.resolve(Path(cfg.init_from)) if cfg.init_from else None)
     return s
+
+
+def graph_the_step(s: Setup) -> bool:
+    """Make train_step replay the step as one CUDA graph (recorded after 3 eager warm-up steps), when it can: one
+    process on a GPU whose optimizer keeps the bf16 copies (the learning rate becomes a tensor the graph reads)."""
+    if not isinstance(s.optimizer, MasterAdamW) or s.device.type != "cuda":
+        return False
+    s.optimizer.lr_override = torch.zeros((), dtype=torch.float32, device=s.device)
+    s.graph = GraphedStep(lambda *batches: _step_core(s, list(batches)), s.optimizer.zero_grad, s.device)
+    return True
 
 
 def _record_step(line: str) -> float:
