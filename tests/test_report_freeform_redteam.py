@@ -44,6 +44,9 @@ CASES: list[tuple[str, str, dict[str, FactValue], tuple[str, ...]]] = [
     ("count-gpus", "8 GPUs (H100 80GB)", {"gpu.count": 8, "gpu.0.compute_capability": "9.0"}, ()),
     ("dash-memory", "4 x A100-SXM4-80GB", {"gpu.count": 4, "gpu.0.compute_capability": "8.0"}, ()),
     ("v100-dash", "Tesla V100-SXM2-32GB", {"gpu.count": 1, "gpu.0.compute_capability": "7.0"}, ()),
+    # a cluster's size or a typo is no machine's GPU count
+    ("cluster", "512x H100, torch 2.4.0", {"torch.version": "2.4.0"}, ("gpu.count", "gpu.0.name")),
+    ("zero-count", "0x H100, torch 2.4.0", {"torch.version": "2.4.0"}, ("gpu.count", "gpu.0.name")),
     # a repr, a nightly with its CUDA tag, a conda list row with its wide columns
     ("repr", "torch.__version__ = '2.1.2+cu118'", {"torch.version": "2.1.2+cu118", "torch.cuda": "11.8"}, ()),
     ("nightly", "torch 2.6.0.dev20241112+cu124", {"torch.version": "2.6.0.dev20241112+cu124", "torch.cuda": "12.4"},

@@ -56,6 +56,8 @@ _GPU_WORD = re.compile(
     r"(?:\s(?:Ti|SUPER|Ada))?|[ABHLTV]\d{1,3}S?(?:[- ](?:SXM\d?|PCIe|NVL))?|GH200|GB200|B200|B300)"
     r"(?:[\s-]?\d{2,3}\s?GB)?)"
     r"(?:\s?[x×*]\s?(\d{1,3}))?(?![\w.-])", re.I)
+# the most GPUs one machine holds (HGX-2 and its kind: 16); a larger count in prose describes a cluster
+_MAX_PER_MACHINE = 16
 # "8 GPUs", "4x GPUs": a count said apart from the name
 _GPU_COUNT = re.compile(r"(?<![\w.-])(\d{1,3})\s?(?:[x×*]\s?)?GPUs?\b", re.I)
 # Lines that name a version someone wants, not the one installed: an install command, pip's resolver refusing a
@@ -121,8 +123,10 @@ def _gpus(lines: list[str], text: str) -> list[str]:
     counts.update(int(m.group(1)) for m in _GPU_COUNT.finditer(text))
     if len(counts) > 1:  # "2x RTX 3090 ... 4 GPUs": the count is not clear, so neither is the list
         return []
-    name = max(names, key=len)
-    return [name] * max(1, min(counts.pop() if counts else 1, 256))
+    count = counts.pop() if counts else 1
+    if not 1 <= count <= _MAX_PER_MACHINE:  # "512x H100" is a cluster, "0x" a typo: no machine's count
+        return []
+    return [max(names, key=len)] * count
 
 
 def _gpu_key(name: str) -> str:
