@@ -44,6 +44,16 @@ CASES: list[tuple[str, str, dict[str, FactValue], tuple[str, ...]]] = [
     ("count-gpus", "8 GPUs (H100 80GB)", {"gpu.count": 8, "gpu.0.compute_capability": "9.0"}, ()),
     ("dash-memory", "4 x A100-SXM4-80GB", {"gpu.count": 4, "gpu.0.compute_capability": "8.0"}, ()),
     ("v100-dash", "Tesla V100-SXM2-32GB", {"gpu.count": 1, "gpu.0.compute_capability": "7.0"}, ()),
+    # other tools' environment reports: Lightning lists one GPU per line, transformers and accelerate say "GPU type"
+    ("lightning", "* CUDA:\n\t- GPU:\n\t\t- NVIDIA A100-SXM4-40GB\n\t\t- NVIDIA A100-SXM4-40GB\n\t- available: True\n"
+     "* Packages:\n\t- torch:             2.2.0", {"gpu.count": 2, "torch.version": "2.2.0"}, ()),
+    ("accelerate", "- `Accelerate` version: 0.33.0\n- PyTorch version (GPU?): 2.3.1+cu121 (True)\n"
+     "- GPU type: NVIDIA H100 80GB HBM3", {"gpu.count": 1, "gpu.0.compute_capability": "9.0",
+                                          "torch.version": "2.3.1+cu121"}, ()),
+    # the CUDA torch was built with is not a torch version; `pip show` names the package on the line before
+    ("cuda-used-to-build", "CUDA used to build PyTorch: 12.1", {"torch.cuda": "12.1"}, ("torch.version",)),
+    ("pip-show", "Name: torchao\nVersion: 0.7.0\nSummary: Package for applying ao techniques\n---\nName: torch\n"
+     "Version: 2.5.1", {"torchao.version": "0.7.0", "torch.version": "2.5.1"}, ()),
     # a cluster's size or a typo is no machine's GPU count
     ("cluster", "512x H100, torch 2.4.0", {"torch.version": "2.4.0"}, ("gpu.count", "gpu.0.name")),
     ("zero-count", "0x H100, torch 2.4.0", {"torch.version": "2.4.0"}, ("gpu.count", "gpu.0.name")),

@@ -16,6 +16,7 @@ makes rules fire wrongly, a missing one only keeps them quiet.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from olmo_doctor import tables
@@ -24,10 +25,12 @@ from olmo_doctor.reports import collect_env, packages, paste
 
 # "torch 2.4.0+cu121", "PyTorch version: 2.5.1", "torch==2.3.1", "pytorch=2.2.0" (conda), "torch2.1"; not a path
 # ("torch/nn", "python3.10/site-packages") and not another package ("torchvision 0.19", "pytorch3d")
-_TORCH = re.compile(r"(?<![\w/.-])(?:py)?torch(?:\.__version__|\s+version)?\s{0,4}(?:==|=|:)?\s{0,4}['\"]?v?"
+# (not "CUDA used to build PyTorch: 12.1": that is torch's CUDA, read by _TORCH_CUDA)
+_TORCH = re.compile(r"(?<![\w/.-])(?<!build )(?:py)?torch(?:\.__version__|\s+version)?\s{0,4}(?:==|=|:)?\s{0,4}['\"]?v?"
                     r"(\d{1,2}\.\d{1,3}(?:\.\d{1,4})?(?:[.+-]?[A-Za-z][\w.+]{0,40})?)(?![\w.-]*/)", re.I)
 # "torch.version.cuda: 12.1" (what people print to answer "which CUDA is your torch built for")
-_TORCH_CUDA = re.compile(r"(?<![\w/.-])torch\.version\.cuda\s{0,4}(?:==|=|:)?\s{0,4}['\"]?(\d{1,2}\.\d{1,2})\b", re.I)
+_TORCH_CUDA = re.compile(r"(?<![\w/.-])(?:torch\.version\.cuda|CUDA used to build PyTorch)\s{0,4}(?:==|=|:)?\s{0,4}"
+                         r"['\"]?(\d{1,2}\.\d{1,2})\b", re.I)
 _CUDNN = re.compile(r"(?<![\w/.-])cudnn(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}v?(\d{1,2}(?:\.\d{1,2}){1,2})\b", re.I)
 _WSL = re.compile(r"\bWSL ?2\b", re.I)
 _PYTHON = re.compile(r"(?<![\w/.-])python(?:\s+version)?\s{0,4}(?:==|=|:)?\s{0,4}v?(\d\.\d{1,2}(?:\.\d{1,3})?)\b"
@@ -65,6 +68,9 @@ _GPU_COUNT = re.compile(r"(?<![\w.-])(\d{1,3})\s?(?:[x×*]\s?)?GPUs?\b", re.I)
 _NOT_INSTALLED = re.compile(r"\b(?:(?:pip3?|conda|mamba|micromamba|uv|poetry)\s+(?:pip\s+)?(?:install|add)|"
                             r"requirements?\b|satisf(?:y|ies)|no matching distribution|(?:upgrade|downgrade)d?\s+to)",
                             re.I)
+_BULLET = re.compile(r"^[-*•]\s{0,4}")
+_SHOW_NAME = re.compile(r"^Name:\s{0,4}([A-Za-z0-9][\w.-]{0,80})$")
+_SHOW_VERSION = re.compile(r"^Version:\s{0,4}(\d[\w.+!-]{0,80})$")
 _BUILT_WITH = re.compile(r"\bbuilt with:\s*$", re.I)
 # a conda list row for torch with its wide columns: "pytorch    2.1.0    py3.10_cuda12.1_cudnn8.9.2_0    pytorch"
 _CONDA_ROW = re.compile(r"^(?:py)?torch\s+\d\S{0,40}\s+(?:py|cuda|cpu)\S{0,80}(?:\s+\S{1,40})?$", re.I)
@@ -108,6 +114,10 @@ def _gpus(lines: list[str], text: str) -> list[str]:
     listed = [m.group(2).strip() for ln in lines if (m := _GPU_LINE.match(ln.strip()) or _SMI_ROW.match(ln))]
     if listed:
         return listed
+    # a list with one GPU name per line (Lightning's environment report: "- NVIDIA A100-SXM4-40GB" per GPU)
+    items = [m.group(2) for ln in lines if (m := _GPU_WORD.fullmatch(_BULLET.sub("", ln.strip(), count=1)))]
+    if len(items) > 1 and all(_cc(n) for n in items) and len(items) <= _MAX_PER_MACHINE:
+        return items
     names: list[str] = []
     counts: set[int] = set()
     for m in _GPU_WORD.finditer(text):
@@ -131,6 +141,15 @@ def _gpus(lines: list[str], text: str) -> list[str]:
 
 def _gpu_key(name: str) -> str:
     return re.sub(r"\bnvidia\b|\bgeforce\b|\btesla\b|[\s-]", "", name.lower())
+
+
+def _pip_show(lines: list[str]) -> list[str]:
+    """`pip show torchao` blocks ("Name: torchao" then "Version: 0.7.0") as "torchao==0.7.0" lines."""
+    out = []
+    for line, after in itertools.pairwise(lines):
+        if (name := _SHOW_NAME.match(line.strip())) and (version := _SHOW_VERSION.match(after.strip())):
+            out.append(f"{name.group(1)}=={version.group(1)}")
+    return out
 
 
 def _cc(name: str) -> str | None:
@@ -160,8 +179,10 @@ def parse(text: str) -> Facts:
         found += [f"GPU {i}: {name}" for i, name in enumerate(gpus)]
     facts = collect_env.parse("\n".join(found)) if found else {}
     # `flash-attn 2.7.4` / `xformers==0.0.28` lines, as below a collect_env report; a bare conda list row for
-    # torch is read as collect_env's "[conda]" line, whose build string says the CUDA it was built for
-    packages.read([f"[conda] {ln.strip()}" if _CONDA_ROW.match(ln.strip()) else ln for ln in lines], facts)
+    # torch is read as collect_env's "[conda]" line, whose build string says the CUDA it was built for; a
+    # `pip show` block's Name and Version as the pip line they mean
+    listed = [f"[conda] {ln.strip()}" if _CONDA_ROW.match(ln.strip()) else ln for ln in lines]
+    packages.read(listed + _pip_show(lines), facts)
     if (cuda := _first(_SMI_CUDA, body)) and "driver.version" in facts:
         facts["driver.cuda_version"] = cuda  # the smi header's CUDA: the newest the driver supports
     if torch_cuda := _first(_TORCH_CUDA, body):
