@@ -54,6 +54,11 @@ CASES: list[tuple[str, str, dict[str, FactValue], tuple[str, ...]]] = [
     ("cuda-used-to-build", "CUDA used to build PyTorch: 12.1", {"torch.cuda": "12.1"}, ("torch.version",)),
     ("pip-show", "Name: torchao\nVersion: 0.7.0\nSummary: Package for applying ao techniques\n---\nName: torch\n"
      "Version: 2.5.1", {"torchao.version": "0.7.0", "torch.version": "2.5.1"}, ()),
+    # WSL2 stated, denied, or part of a path
+    ("wsl2", "torch 2.4.0 on Windows 11 + WSL 2 Ubuntu", {"os.wsl": True}, ()),
+    ("not-wsl2", "torch 2.4.0, native Ubuntu, not WSL2 (no WSL2 here, a non-WSL2 box)", {"torch.version": "2.4.0"},
+     ("os.wsl",)),
+    ("wsl2-path", "torch 2.4.0, data in /mnt/wsl2-data/x", {"torch.version": "2.4.0"}, ("os.wsl",)),
     # a cluster's size or a typo is no machine's GPU count
     ("cluster", "512x H100, torch 2.4.0", {"torch.version": "2.4.0"}, ("gpu.count", "gpu.0.name")),
     ("zero-count", "0x H100, torch 2.4.0", {"torch.version": "2.4.0"}, ("gpu.count", "gpu.0.name")),

@@ -32,7 +32,8 @@ _TORCH = re.compile(r"(?<![\w/.-])(?<!build )(?:py)?torch(?:\.__version__|\s+ver
 _TORCH_CUDA = re.compile(r"(?<![\w/.-])(?:torch\.version\.cuda|CUDA used to build PyTorch)\s{0,4}(?:==|=|:)?\s{0,4}"
                          r"['\"]?(\d{1,2}\.\d{1,2})\b", re.I)
 _CUDNN = re.compile(r"(?<![\w/.-])cudnn(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}v?(\d{1,2}(?:\.\d{1,2}){1,2})\b", re.I)
-_WSL = re.compile(r"\bWSL ?2\b", re.I)
+# "on WSL2", not a path ("/mnt/wsl2-data") and not a denial ("not WSL2", "no WSL2", "non-WSL2")
+_WSL = re.compile(r"(?<![\w/.-])(?<!\bnot )(?<!\bno )(?<!\bnon-)(?<!\bnot on )(?<!\bnot in )WSL ?2(?![\w/.-])", re.I)
 _PYTHON = re.compile(r"(?<![\w/.-])python(?:\s+version)?\s{0,4}(?:==|=|:)?\s{0,4}v?(\d\.\d{1,2}(?:\.\d{1,3})?)\b"
                      r"(?![\w.-]*/)", re.I)
 _DRIVER = re.compile(r"(?<![\w/.-])(?:nvidia\s+)?driver(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}v?"
