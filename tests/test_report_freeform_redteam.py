@@ -54,6 +54,11 @@ CASES: list[tuple[str, str, dict[str, FactValue], tuple[str, ...]]] = [
     ("cuda-used-to-build", "CUDA used to build PyTorch: 12.1", {"torch.cuda": "12.1"}, ("torch.version",)),
     ("pip-show", "Name: torchao\nVersion: 0.7.0\nSummary: Package for applying ao techniques\n---\nName: torch\n"
      "Version: 2.5.1", {"torchao.version": "0.7.0", "torch.version": "2.5.1"}, ()),
+    # pip naming versions a Python would need, and a class of GPUs a message asks for, are not this machine's
+    ("requires-python", "ERROR: Ignored the following versions that require a different python version: 2.9.0 "
+     "Requires-Python >=3.10\ntorch 2.4.0", {"torch.version": "2.4.0"}, ("python.version",)),
+    ("gpu-class", "torch 2.4.0\nbf16 is only supported on A100+ GPUs\nneeds an H100 or newer",
+     {"torch.version": "2.4.0"}, ("gpu.count", "gpu.0.name")),
     # WSL2 stated, denied, or part of a path
     ("wsl2", "torch 2.4.0 on Windows 11 + WSL 2 Ubuntu", {"os.wsl": True}, ()),
     ("not-wsl2", "torch 2.4.0, native Ubuntu, not WSL2 (no WSL2 here, a non-WSL2 box)", {"torch.version": "2.4.0"},

@@ -59,15 +59,19 @@ _GPU_WORD = re.compile(
     r"(?<![\w.-])(?:(\d{1,3})\s?[x×*]\s?)?((?:NVIDIA\s)?(?:GeForce\s)?(?:(?:RTX|GTX|Quadro|Tesla|TITAN)\s?[\w-]{1,12}"
     r"(?:\s(?:Ti|SUPER|Ada))?|[ABHLTV]\d{1,3}S?(?:[- ](?:SXM\d?|PCIe|NVL))?|GH200|GB200|B200|B300)"
     r"(?:[\s-]?\d{2,3}\s?GB)?)"
-    r"(?:\s?[x×*]\s?(\d{1,3}))?(?![\w.-])", re.I)
+    r"(?:\s?[x×*]\s?(\d{1,3}))?(?![\w.+-])", re.I)
+# after a name, a class of GPUs rather than one ("A100+", "A100 or newer", "Ampere and later"): not this machine's
+_GPU_CLASS = re.compile(r"\s?(?:or|and)\s(?:newer|later|above|better|up)\b", re.I)
 # the most GPUs one machine holds (HGX-2 and its kind: 16); a larger count in prose describes a cluster
 _MAX_PER_MACHINE = 16
 # "8 GPUs", "4x GPUs": a count said apart from the name
 _GPU_COUNT = re.compile(r"(?<![\w.-])(\d{1,3})\s?(?:[x×*]\s?)?GPUs?\b", re.I)
 # Lines that name a version someone wants, not the one installed: an install command, pip's resolver refusing a
-# version, or the compiler list of `torch.__config__.show()` ("PyTorch built with: - GCC 9.3")
+# version ("versions that require a different python version: 2.9.0"), a requirement, or the compiler list of
+# `torch.__config__.show()` ("PyTorch built with: - GCC 9.3")
 _NOT_INSTALLED = re.compile(r"\b(?:(?:pip3?|conda|mamba|micromamba|uv|poetry)\s+(?:pip\s+)?(?:install|add)|"
-                            r"requirements?\b|satisf(?:y|ies)|no matching distribution|(?:upgrade|downgrade)d?\s+to)",
+                            r"requirements?\b|\brequire[sd]?\b|satisf(?:y|ies)|no matching distribution|"
+                            r"(?:upgrade|downgrade)d?\s+to)",
                             re.I)
 _BULLET = re.compile(r"^[-*•]\s{0,4}")
 _SHOW_NAME = re.compile(r"^Name:\s{0,4}([A-Za-z0-9][\w.-]{0,80})$")
@@ -123,6 +127,8 @@ def _gpus(lines: list[str], text: str) -> list[str]:
     counts: set[int] = set()
     for m in _GPU_WORD.finditer(text):
         name = m.group(2).strip()
+        if _GPU_CLASS.match(text, m.end()):
+            continue
         if _cc(name):  # a real GPU name, not a word that looks like one ("T1000x", "A1")
             names.append(name)
             counts.update(int(c) for c in (m.group(1), m.group(3)) if c)
