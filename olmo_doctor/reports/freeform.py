@@ -55,8 +55,9 @@ _GPU_LINE = re.compile(r"GPU\s?(\d{1,3}):\s{0,4}(\w[\w .\-/]{1,79}?)(?:\s{0,4}\(
 # an nvidia-smi table row: "|   0  NVIDIA GeForce RTX 4090        Off |   00000000:01:00.0  On |"
 _SMI_ROW = re.compile(r"^\|?\s{0,6}(\d{1,3})\s{1,6}((?:NVIDIA|Tesla|Quadro)\b[^|\n]{1,60}?)\s{1,40}(?:On|Off)\s{0,4}\|")
 # a GPU named in prose, with an optional count: "RTX 4090", "2x RTX 3090", "8 x H100 80GB", "A100", "L40S"
+# ("8 H100" counts too: "2 nodes x 8 H100" is eight per machine)
 _GPU_WORD = re.compile(
-    r"(?<![\w.-])(?:(\d{1,3})\s?[x×*]\s?)?((?:NVIDIA\s)?(?:GeForce\s)?(?:(?:RTX|GTX|Quadro|Tesla|TITAN)\s?[\w-]{1,12}"
+    r"(?<![\w.-])(?:(\d{1,3})(?:\s?[x×*]\s?|\s))?((?:NVIDIA\s)?(?:GeForce\s)?(?:(?:RTX|GTX|Quadro|Tesla|TITAN)\s?[\w-]{1,12}"
     r"(?:\s(?:Ti|SUPER|Ada))?|[ABHLTV]\d{1,3}S?(?:[- ](?:SXM\d?|PCIe|NVL))?|GH200|GB200|B200|B300)"
     r"(?:[\s-]?\d{2,3}\s?GB)?)"
     r"(?:\s?[x×*]\s?(\d{1,3}))?(?![\w.+-])", re.I)
