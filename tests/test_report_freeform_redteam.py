@@ -42,6 +42,8 @@ CASES: list[tuple[str, str, dict[str, FactValue], tuple[str, ...]]] = [
     # a count after the name, or said apart from it
     ("count-after", "RTX A6000 x2, torch 2.2", {"gpu.count": 2, "torch.version": "2.2"}, ()),
     ("count-gpus", "8 GPUs (H100 80GB)", {"gpu.count": 8, "gpu.0.compute_capability": "9.0"}, ()),
+    ("backticks-a10g", "torch: `2.4.0`, GPU: `A10G`", {"torch.version": "2.4.0", "gpu.0.compute_capability": "8.6"},
+     ()),
     ("count-no-x", "2 nodes x 8 H100 train at half the speed of one node", {"gpu.count": 8}, ()),
     ("dash-memory", "4 x A100-SXM4-80GB", {"gpu.count": 4, "gpu.0.compute_capability": "8.0"}, ()),
     ("v100-dash", "Tesla V100-SXM2-32GB", {"gpu.count": 1, "gpu.0.compute_capability": "7.0"}, ()),

@@ -26,11 +26,11 @@ from olmo_doctor.reports import collect_env, packages, paste
 # "torch 2.4.0+cu121", "PyTorch version: 2.5.1", "torch==2.3.1", "pytorch=2.2.0" (conda), "torch2.1"; not a path
 # ("torch/nn", "python3.10/site-packages") and not another package ("torchvision 0.19", "pytorch3d")
 # (not "CUDA used to build PyTorch: 12.1": that is torch's CUDA, read by _TORCH_CUDA)
-_TORCH = re.compile(r"(?<![\w/.-])(?<!build )(?:py)?torch(?:\.__version__|\s+version)?\s{0,4}(?:==|=|:)?\s{0,4}['\"]?v?"
-                    r"(\d{1,2}\.\d{1,3}(?:\.\d{1,4})?(?:[.+-]?[A-Za-z][\w.+]{0,40})?)(?![\w.-]*/)", re.I)
+_TORCH = re.compile(r"(?<![\w/.-])(?<!build )(?:py)?torch(?:\.__version__|\s+version)?\s{0,4}(?:==|=|:)?\s{0,4}"
+                    r"['\"`]?v?(\d{1,2}\.\d{1,3}(?:\.\d{1,4})?(?:[.+-]?[A-Za-z][\w.+]{0,40})?)(?![\w.-]*/)", re.I)
 # "torch.version.cuda: 12.1" (what people print to answer "which CUDA is your torch built for")
 _TORCH_CUDA = re.compile(r"(?<![\w/.-])(?:torch\.version\.cuda|CUDA used to build PyTorch)\s{0,4}(?:==|=|:)?\s{0,4}"
-                         r"['\"]?(\d{1,2}\.\d{1,2})\b", re.I)
+                         r"['\"`]?(\d{1,2}\.\d{1,2})\b", re.I)
 _CUDNN = re.compile(r"(?<![\w/.-])cudnn(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}v?(\d{1,2}(?:\.\d{1,2}){1,2})\b", re.I)
 # "on WSL2", not a path ("/mnt/wsl2-data") and not a denial ("not WSL2", "no WSL2", "non-WSL2")
 _WSL = re.compile(r"(?<![\w/.-])(?<!\bnot )(?<!\bno )(?<!\bnon-)(?<!\bnot on )(?<!\bnot in )WSL ?2(?![\w/.-])", re.I)
@@ -58,7 +58,7 @@ _SMI_ROW = re.compile(r"^\|?\s{0,6}(\d{1,3})\s{1,6}((?:NVIDIA|Tesla|Quadro)\b[^|
 # ("8 H100" counts too: "2 nodes x 8 H100" is eight per machine)
 _GPU_WORD = re.compile(
     r"(?<![\w.-])(?:(\d{1,3})(?:\s?[x×*]\s?|\s))?((?:NVIDIA\s)?(?:GeForce\s)?(?:(?:RTX|GTX|Quadro|Tesla|TITAN)\s?[\w-]{1,12}"
-    r"(?:\s(?:Ti|SUPER|Ada))?|[ABHLTV]\d{1,3}S?(?:[- ](?:SXM\d?|PCIe|NVL))?|GH200|GB200|B200|B300)"
+    r"(?:\s(?:Ti|SUPER|Ada))?|[ABHLTV]\d{1,3}[SG]?(?:[- ](?:SXM\d?|PCIe|NVL))?|GH200|GB200|B200|B300)"
     r"(?:[\s-]?\d{2,3}\s?GB)?)"
     r"(?:\s?[x×*]\s?(\d{1,3}))?(?![\w.+-])", re.I)
 # after a name, a class of GPUs rather than one ("A100+", "A100 or newer", "Ampere and later"): not this machine's
