@@ -219,7 +219,12 @@ def gpu_indices(facts: Mapping[str, FactValue]) -> range:
 
 def is_unknown(facts: Mapping[str, FactValue], key: str) -> bool:
     """Not known, as opposed to known to be absent (None). Probes state every key they look at, so only facts
-    read from a report (`facts.partial`) can leave a key unknown: the report simply did not say."""
+    read from a report (`facts.partial`) can leave a key unknown: the report simply did not say. A value refused
+    as unfit (`facts.refused`: a control character, an absurd length) is unknown too: something was there, so
+    "not installed" would be a wrong claim."""
+    refused = facts.get("facts.refused")
+    if isinstance(refused, list) and key in refused:
+        return True
     return facts.get("facts.partial") is True and key not in facts
 
 
@@ -246,6 +251,9 @@ def with_defaults(facts: Mapping[str, FactValue], keys: Iterable[str] = FACT_KEY
 # The longest string a fact may hold. A GPU name, a version or a path is far shorter, and even a long PATH stays
 # under it; a multi-megabyte value from a hostile report would only make every printer and rule slow.
 MAX_VALUE = 16384
+# A version is a short token (PEP 440 names no limit, but real ones stay under 64 characters); a longer one is a
+# hostile dist-info name or a mangled report and would fill the screen wherever it is named.
+MAX_VERSION = 128
 
 
 def _tainted(value: object) -> bool:
@@ -274,7 +282,7 @@ def clean(facts: Mapping[str, FactValue]) -> Facts:
         if not isinstance(key, str) or has_control(key) or len(key) > MAX_VALUE:
             refused.append(repr(key[:80])[1:-1] if isinstance(key, str) else repr(key)[:80])
             continue
-        if _tainted(value):
+        if _tainted(value) or (key.endswith(".version") and isinstance(value, str) and len(value) > MAX_VERSION):
             out[key] = None
             refused.append(key)
         else:

@@ -45,15 +45,30 @@ def _import_float8() -> object:
     return float8
 
 
+API = ("Float8LinearConfig", "convert_to_float8_training")
+
+
+def _unfit(e: BaseException) -> str:
+    # the exception's own text may be long or hold paths: its type, and a "has no" list, are enough to act on
+    detail = str(e) if str(e).startswith("torchao.float8 has no ") else type(e).__name__
+    return (f"precision fp8 needs torchao, which fails to import here ({detail}); reinstall it for this torch, "
+            "or use precision bf16")
+
+
 def problem(device: torch.device) -> str | None:
     """Why `precision: fp8` cannot run on `device` (one line with what to do), or None when it can."""
     try:
-        _import_float8()
-    except ImportError:
-        return f"precision fp8 needs torchao, which is not installed: {INSTALL_HINT}, or use precision bf16"
-    except Exception as e:  # a torchao built for another torch can fail at import in many ways
-        return (f"precision fp8 needs torchao, which fails to import here ({type(e).__name__}); reinstall it "
-                "for this torch, or use precision bf16")
+        module = _import_float8()
+    except ModuleNotFoundError as e:
+        if e.name == "torchao":
+            return f"precision fp8 needs torchao, which is not installed: {INSTALL_HINT}, or use precision bf16"
+        return _unfit(e)  # torchao is there, but not its float8 module (too old) or a package it needs
+    except Exception as e:  # a torchao built for another torch fails at import in many ways ("cannot import name")
+        return _unfit(e)
+    # the two names apply_float8 calls: a torchao too old to have them would fail mid-setup with a traceback
+    gone = [n for n in API if not hasattr(module, n)]
+    if gone:
+        return _unfit(ImportError(f"torchao.float8 has no {', '.join(gone)}"))
     if device.type == "cuda":
         cap = torch.cuda.get_device_capability(device)
         if cap < MIN_CAPABILITY:

@@ -19,7 +19,9 @@ def register(app: typer.Typer) -> None:
         ] = "all",
         from_report: Annotated[
             Path | None,
-            typer.Option("--from-report", help="Diagnose another machine from its collect_env output or report."),
+            # --report as well: diagnose names the same file that way
+            typer.Option("--from-report", "--report",
+                         help="Diagnose another machine from its collect_env output, a report, or a few pasted lines."),
         ] = None,
         deep: Annotated[bool, typer.Option(help="Also compile a 1-line .cu with the chosen host compiler.")] = False,
         device: Annotated[

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from olmo_doctor.diagnose.asides import demote
 from olmo_doctor.diagnose.present import to_diagnosis
 from olmo_doctor.diagnose.rank import Evidence, confidence, rank
 from olmo_doctor.diagnose.reader import LogReader, iter_chunks
@@ -99,11 +100,13 @@ def diagnose(
         else:
             kept, kept_line, kept_size = [chunk], first_line, len(chunk)
     lines = scanner.line - 1
-    evidence = rank(hits, rules, facts or {})
+    tail = b"".join(kept)
+    # a warning the run got past is not the cause of the error it then died on (asides.py)
+    evidence = rank(demote(hits, tail, kept_line), rules, facts or {})
     confs = confidence(evidence)
     findings = [to_diagnosis(ev, facts or {}, c) for ev, c in zip(evidence, confs, strict=True)]
     return Diagnosis(findings, evidence, lines, size, time.perf_counter() - start, dict(facts or {}),
-                     b"".join(kept), kept_line, cuts)
+                     tail, kept_line, cuts)
 
 
 def _bounded(chunks: Iterable[bytes | str], cuts: Cuts) -> Iterator[bytes]:

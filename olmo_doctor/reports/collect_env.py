@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from olmo_doctor import tables
 from olmo_doctor.facts import Facts
 from olmo_doctor.reports import packages, paste
 
@@ -32,7 +33,8 @@ LABELS: dict[str, tuple[str, ...]] = {
     "cuda_available": ("is cuda available",),
     "cuda_runtime": ("cuda runtime version",),
     "module_loading": ("cuda_module_loading set to",),
-    "gpus": ("gpu models and configuration", "gpu", "gpus", "gpu model", "gpu models"),
+    # "GPU type" is how `transformers-cli env` and `accelerate env` name it
+    "gpus": ("gpu models and configuration", "gpu", "gpus", "gpu model", "gpu models", "gpu type"),
     "driver": ("nvidia driver version", "driver version", "nvidia driver", "driver"),
     "cudnn": ("cudnn version",),
     "xpu": ("is xpu available",),
@@ -235,17 +237,28 @@ def _smi_header(lines: list[str], f: Facts) -> None:
             return
 
 
+_BULLET = re.compile(r"^[-*+•][ \t]+")
+
+
+def _is_gpu_name(entry: str) -> bool:
+    return bool(tables.gpu_name_to_cc(entry) or tables.gpu_name_to_cc(expand_shorthand(entry)))
+
+
 def _gpus(found: dict[str, tuple[str, list[str]]], f: Facts) -> None:
     if "gpus" not in found:
         return
     first, rest = found["gpus"]
     names: list[str] = []
+    # "GPU:" alone, then one bare name per line (Lightning's environment report lists each GPU so)
+    one_per_line = not first.strip() and sum(_is_gpu_name(_BULLET.sub("", e.strip())) for e in rest) > 1
     for entry in [first, *rest]:
         entry = re.sub(r"\s*\(UUID:[^)]*\)", "", entry).strip()
         # a markdown list keeps its bullets and bold on the GPU lines too ("- **GPU 1**: NVIDIA A100")
         entry = re.sub(r"\*\*|__|`", "", re.sub(r"^[-*+•][ \t]+", "", entry)).strip()
         if m := re.match(r"GPU\s*\d+\s*(?::\s*|\s+)(.+)$", entry):
             names.append(m.group(1).strip())
+        elif one_per_line:
+            names += [entry] if _is_gpu_name(entry) else []
         elif not names and _known(entry) and not re.match(r"MIG\b", entry):
             # one device name (macOS, ROCm, or the issue template's "2x RTX 3090" / "A100 x 8")
             # the "x" of a count stands apart from the name ("RTX 4090" is one GPU, not "RT" x 4090)
