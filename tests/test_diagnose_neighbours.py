@@ -55,6 +55,9 @@ CASES = [
     ("tf-warning-then-cudnn-error", TF_WARNING_THEN_CUDNN_ERROR, "cuda_libs_missing", 1),
     ("userwarning-then-runtime", CUDNN_USERWARNING_THEN_RUNTIME, "cuda_libs_missing", 1),
     ("import-no-cublas", IMPORT_NO_CUDNN, "cuda_libs_missing", 1),
+    # torchao's own library failing to link names torchao, not the general ABI mismatch (OD160)
+    ("torchao-undefined-symbol", _log("torchao-undefined-symbol"), "torchao_torch_mismatch", 4),
+    ("torchao-api-missing", _log("torchao-api-missing"), "torchao_torch_mismatch", 4),
 ]
 
 
