@@ -99,3 +99,36 @@ def test_the_final_error_is_found_past_a_long_log_and_numbered_right() -> None:
     assert final_own_error((noise + "RuntimeError: CUDA error\n").encode(), 1) is None
     diag = diagnose([noise + CUDNN_USERWARNING_THEN_KEYERROR])
     assert not diag.found
+
+
+TORCHRUN_SUMMARY = ("E1201 10:00:01.000000 4242 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+                    "(exitcode: 1) local_rank: 0 (pid: 4243) of binary: /venv/bin/python\n") + """\
+Traceback (most recent call last):
+  File "/venv/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+  File "/venv/lib/python3.12/site-packages/torch/distributed/launcher/api.py", line 263, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_10:00:01
+  host      : node-3
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 4243)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def test_a_torchrun_summary_after_the_programs_own_error_keeps_the_warning_a_symptom() -> None:
+    diag = diagnose([CUDNN_USERWARNING_THEN_KEYERROR + TORCHRUN_SUMMARY])
+    assert not diag.found
+    # and when the worker's last error is one the warning can cause, the warning stays the cause
+    assert diagnose([CUDNN_USERWARNING_THEN_RUNTIME + TORCHRUN_SUMMARY]).findings[0].cause == "cuda_libs_missing"

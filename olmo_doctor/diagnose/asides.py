@@ -26,20 +26,29 @@ _OWN_ERROR = re.compile(r"^(?:\[[^\]]{0,60}\]:?\s?)?(?:[A-Za-z_][\w.]{0,80}\.)?(
                         r"IndexError|NameError|AttributeError|FileNotFoundError|ZeroDivisionError|KeyboardInterrupt|"
                         r"SyntaxError|IndentationError|UnboundLocalError|JSONDecodeError|StopIteration|"
                         r"RecursionError|IsADirectoryError|NotADirectoryError|UnicodeDecodeError)(?::|$)")
+# any exception line (what a traceback ends with), to find the last one the log reports
+_ANY_ERROR = re.compile(r"^(?:\[[^\]]{0,60}\]:?\s?)?(?:[A-Za-z_][\w.]{0,80}\.)?([A-Z]\w{0,60}?(?:Error|Exception|"
+                        r"Interrupt|Iteration|Exit))(?::|$)")
+# launchers that re-raise a worker's failure after its traceback: torchrun's summary ends in its own traceback
+_WRAPPERS = frozenset({"ChildFailedError", "SystemExit", "CalledProcessError"})
 _TAIL_BYTES = 64 << 10  # a traceback's last line is near the end of what was kept
 
 
 def final_own_error(tail: bytes, tail_line: int) -> int | None:
-    """The line number of the log's last line if it is (or ends a traceback with) a plain Python error of the
-    program's own; None otherwise."""
+    """The line number of the log's last exception line, skipping a launcher's re-raise after it (torchrun's
+    ChildFailedError summary), if that is a plain Python error of the program's own; None otherwise (no exception
+    line at all, or the last one is not the program's own)."""
     cut = max(0, len(tail) - _TAIL_BYTES)
     start = tail.rfind(b"\n", 0, cut) + 1 if cut else 0
     first = tail_line + tail.count(b"\n", 0, start)
     rows = tail[start:].decode("utf-8", "replace").split("\n")
-    last = next((i for i in range(len(rows) - 1, -1, -1) if rows[i].strip()), None)
-    if last is None or not _OWN_ERROR.match(rows[last].strip()):
-        return None
-    return first + last
+    for i in range(len(rows) - 1, -1, -1):
+        row = rows[i].strip()
+        m = _ANY_ERROR.match(row)
+        if m is None or m.group(1) in _WRAPPERS:
+            continue
+        return first + i if _OWN_ERROR.match(row) else None
+    return None
 
 
 def demote(hits: list[Hit], tail: bytes, tail_line: int) -> list[Hit]:
