@@ -87,13 +87,7 @@ def _ours_worker(a: argparse.Namespace, opts: dict[str, str]) -> dict[str, float
     def step() -> torch.Tensor:
         return train_step(s, [torch.randint(0, TOKENS_VOCAB, (1, 8192), generator=gen)], 1e-4)[0]
 
-    out = _timed(step, a, device)
-    del step  # with it the model and optimizer: freed while the process group is alive (as olmo.train does)
-    s = model = opt = None  # type: ignore[assignment]
-    gc.collect()
-    parallel.barrier()
-    parallel.shutdown()
-    return {**out, "flops_per_token": model_cfg.flops_per_token(8192)}
+    return {**_timed(step, a, device), "flops_per_token": model_cfg.flops_per_token(8192)}
 
 
 def _olmo_core_worker(a: argparse.Namespace, opts: dict[str, str]) -> dict[str, float]:
@@ -167,6 +161,12 @@ def worker(a: argparse.Namespace) -> None:
     impl, _, spec = a.variant.partition(":")
     opts = dict(kv.split("=", 1) for kv in spec.split(",") if "=" in kv)
     res = (_ours_worker if impl == "ours" else _olmo_core_worker)(a, opts)
+    if impl == "ours":  # the model is freed with the worker's frame: collect it while the group is alive, as
+        from olmo import parallel  # olmo.train does (gloo can abort the process at exit otherwise)
+
+        gc.collect()
+        parallel.barrier()
+        parallel.shutdown()
     if os.environ.get("RANK", "0") == "0":
         Path(a.result).write_text(json.dumps(res))
 

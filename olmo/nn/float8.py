@@ -100,7 +100,7 @@ def apply_float8(model: nn.Module) -> int:
     the float8 modules."""
     float8 = _import_float8()
     blocks = model.get_submodule("blocks")
-    before = sum(isinstance(m, nn.Linear) and convertible(m, "") for m in blocks.modules())
+    before = sum(convertible(m, "") for m in blocks.modules())
     config = float8.Float8LinearConfig()  # type: ignore[attr-defined]
     float8.convert_to_float8_training(blocks, config=config, module_filter_fn=convertible)  # type: ignore[attr-defined]
     for block in blocks.children():
