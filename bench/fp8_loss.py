@@ -34,7 +34,7 @@ from olmo.config import ModelConfig, OptimConfig, TrainConfig  # noqa: E402
 from olmo.data.corpus import CORPUS_PATH, TOKENIZER_PATH  # noqa: E402
 from olmo.data.prepare import load_tokenizer  # noqa: E402
 from olmo.optim.optimizer import build_optimizer, lr_at  # noqa: E402
-from olmo.train import Setup, train_step  # noqa: E402
+from olmo.train import RunState, train_step  # noqa: E402
 
 VOCAB = 768
 
@@ -79,11 +79,11 @@ def run(precision: str, a: argparse.Namespace, probs: torch.Tensor) -> list[floa
     model = parallel.build_parallel_model(cfg, world, device, None)
     amp = parallel.autocast_dtype(cfg, device, world)
     opt = build_optimizer(model, cfg.optim, device, copies_dtype=amp)
-    s = Setup(cfg, world, device, amp, model, opt, None, [])  # type: ignore[arg-type]
+    state = RunState(cfg, world, device, amp, model, opt, None, [])  # type: ignore[arg-type]
     losses = []
     for step in range(a.steps):
         batch = stream(probs, a.batch, a.seq, seed=10_000 + step)
-        loss, _ = train_step(s, batch, lr_at(step, a.steps, cfg.optim))
+        loss, _ = train_step(state, batch, lr_at(step, a.steps, cfg.optim))
         losses.append(float(loss))
     return losses
 

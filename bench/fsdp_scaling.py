@@ -54,7 +54,7 @@ def _measure_here(a: argparse.Namespace) -> None:
     from olmo import parallel
     from olmo.config import ModelConfig, TrainConfig
     from olmo.optim.optimizer import build_optimizer
-    from olmo.train import Setup, graph_the_step, train_step
+    from olmo.train import RunState, graph_the_step, train_step
 
     world = parallel.world_from_env()
     cuda = not a.cpu_smoke
@@ -78,20 +78,20 @@ def _measure_here(a: argparse.Namespace) -> None:
     # optimizer, the step as one CUDA graph); --one-gpu plain: the same code as the N-GPU run
     fastest = world.world_size == 1 and cuda and a.one_gpu == "fastest"
     opt = build_optimizer(model, cfg.optim, device, copies_dtype=amp if fastest else None)
-    s = Setup(cfg, world, device, amp, model, opt, None, [])  # type: ignore[arg-type]
-    if fastest and not graph_the_step(s):
+    state = RunState(cfg, world, device, amp, model, opt, None, [])  # type: ignore[arg-type]
+    if fastest and not graph_the_step(state):
         sys.exit("fsdp_scaling: the one-GPU step could not be set up as a CUDA graph")
     gen = torch.Generator().manual_seed(1000 + world.rank)  # a different random batch on every rank
     batches = [[torch.randint(0, cfg.model.vocab_size, (a.batch, a.seq), generator=gen)] for _ in range(4)]
     for i in range(a.warmup):
-        train_step(s, batches[i % 4], 1e-4)
+        train_step(state, batches[i % 4], 1e-4)
     sync()
     parallel.barrier()
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     for i in range(a.steps):
-        loss, _ = train_step(s, batches[i % 4], 1e-4)
+        loss, _ = train_step(state, batches[i % 4], 1e-4)
     loss.item()  # waits for the last step
     sync()
     seconds = time.perf_counter() - t0

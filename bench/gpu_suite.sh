@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The GPU-machine runs behind bench/RESULTS.md, in one go (one lease). From the repo root on an H200 box:
-#   bash bench/gpu_suite.sh [doctor|train|kernels|kernels-all|olmo3|fp8|scale|all]
+#   bash bench/gpu_suite.sh [doctor|train|kernels|kernels-all|olmo3|fp8|scale|wave3|all]
 #     fp8: precision fp8 on this GPU (its GPU test), then OLMo 3 mode (a) with float8 for ours and OLMo-core
+#     wave3: kernels-all (all three builds at once, about a job per core; no attention timings), then
+#       OLMo 3 cost as sequences grow (bench/olmo3_throughput.py lengths, longest first) in what is left of
+#       WAVE3_LIMIT seconds (default 530), then one summary table; NVCC_TIME=1 records nvcc's phase times
 #     kernels, kernels-all and olmo3 need the carried sources and wheels of bench/fetch_sources.sh (.bench/, .whl/);
 #     scale needs 2+ GPUs: the nvidia-h200-x2 kind
 # Results go to $OUT (the device tool's output folder) or ./bench-out. Carried wheels in .whl/ (OLMo-core and its
@@ -38,7 +41,7 @@ fi
 if [ "$what" = fp8 ]; then
   python3 -c 'import torchao.float8' 2>/dev/null || echo "torchao does not import here: fp8 variants will fail"
   echo "== gpu test: precision fp8, compiled and graphed, against bf16"
-  python3 -m pytest -q -m gpu tests/olmo/test_olmo_gpu.py -k fp8 2>&1 | tail -3
+  python3 -m pytest -q -m gpu tests/trainer/test_olmo_gpu.py -k fp8 2>&1 | tail -3
   echo "== olmo3 throughput (a) with float8, one GPU, 8 layers; $((585 - SECONDS)) s left"
   timeout $((585 - SECONDS)) python3 bench/olmo3_throughput.py one --layers 8 --out "$out/olmo3_fp8.jsonl" \
     --impls "${FP8_IMPLS:-olmo-core-compile:attn=flash_2;ours:attn=flex,fp8=1;ours:attn=flash_attn_3,fp8=1;olmo-core-compile:attn=flash_3,fp8=1;ours:attn=flex;ours:attn=flash_attn_3}" \
@@ -55,6 +58,26 @@ if [ "$what" = kernels ] || [ "$what" = all ]; then
   grep -E "GPU check|PASS|FAIL|end to end|faster" "$out/build_kernels.log"
   find /tmp -path '*olmo-bench-cache-*' -name 'flash_attn-*olmo*.whl' -exec cp {} "$out/" \; 2>/dev/null
 fi
+if [ "$what" = wave3 ]; then
+  limit="${WAVE3_LIMIT:-530}"
+  command -v git >/dev/null || { mkdir -p /tmp/nogit && printf '#!/bin/sh\nexit 0\n' >/tmp/nogit/git \
+    && chmod +x /tmp/nogit/git && export PATH="/tmp/nogit:$PATH"; }
+  echo "== wave3 1/2: kernels-all (flash-attn 2, FlashAttention-3, xformers at once); ${SECONDS} s in"
+  # NVCC_TIME=1: every nvcc appends its per-phase times (gcc, cudafe++, cicc, ptxas, fatbinary) to one CSV, so a
+  # slow unit shows which phase took the time on this host
+  [ "${NVCC_TIME:-0}" = 1 ] && export NVCC_APPEND_FLAGS="--time $out/nvcc_time.csv"
+  python3 bench/kernels_all.py --out "$out" --no-attn-times 2>&1 | tee "$out/kernels_all.txt"
+  unset NVCC_APPEND_FLAGS
+  echo "== wave3 2/2: OLMo 3 7B shape, 8 layers, cost as sequences grow; $((limit - SECONDS)) s left"
+  timeout $((limit - SECONDS)) python3 bench/olmo3_throughput.py lengths --layers 8 --steps 3 --warmup 4 \
+    --seqs "${WAVE3_SEQS:-65536,32768,16384,8192}" --out "$out/lengths.jsonl" --logs /tmp/lengths-logs 2>&1 \
+    | grep -v -i warn | tee "$out/lengths.txt"
+  [ -d /tmp/lengths-logs ] && tar czf "$out/lengths_logs.tgz" -C /tmp lengths-logs
+  echo "== wave3 summary ($SECONDS s)"
+  python3 bench/wave3_summary.py "$out" | tee "$out/summary.md"
+  (cd "$out" && tar czf kernels_all_logs.tgz build_*.json build_*.log kernels_all.json install.log 2>/dev/null \
+    && rm -f build_*.json build_*.log kernels_all.json install.log)
+fi
 if [ "$what" = kernels-all ] || [ "$what" = kernels-all+olmo3 ]; then
   # hopper/setup.py runs `git submodule update` unconditionally (its result unused); an image without git would
   # make that a FileNotFoundError, so a no-op git stands in only when there is none
@@ -63,7 +86,7 @@ if [ "$what" = kernels-all ] || [ "$what" = kernels-all+olmo3 ]; then
   echo "== kernels-all: flash-attn 2, FlashAttention-3, xformers"
   python3 bench/kernels_all.py --out "$out"; echo "exit $?"
   echo "== gpu tests: flex and the installed kernels against SDPA"
-  python3 -m pytest -q -m gpu tests/olmo/test_olmo_flex.py tests/olmo/test_olmo_gpu.py -k "flex or kernel_backends" \
+  python3 -m pytest -q -m gpu tests/trainer/test_olmo_flex.py tests/trainer/test_olmo_gpu.py -k "flex or kernel_backends" \
     2>&1 | tail -4
   if [ "$what" = kernels-all+olmo3 ]; then  # what is left of a 10-minute command goes to issue 17's mode (a)
     echo "== olmo3 throughput (a), one GPU, 8 layers; $((585 - SECONDS)) s left"

@@ -2,6 +2,7 @@
 
     python3 bench/olmo3_throughput.py one [--layers 8]   # (a) one H200: the first N layers, batch 1 x 8192
     python3 bench/olmo3_throughput.py fsdp2 [--gpus 2]   # (b) 2x H200 (nvidia-h200-x2): FSDP2, all 32 layers
+    python3 bench/olmo3_throughput.py lengths [--layers 8 --seqs 8192,16384,32768,65536]   # (c) cost vs length
 
 Shape: OLMo-core's olmo3_7B (d_model 4096, 32 heads, MLP 11008, vocab 100352, sliding window 4096 on 3 of every 4
 layers, the last layer full), sequences of 8192, random tokens, bf16 compute with fp32 master weights, compiled
@@ -18,6 +19,12 @@ attention flex or --attn, precision bf16 or fp8) and OLMo-core (its apply_fp8 wh
 activation checkpointing mode, apply_fsdp, as its trainer wraps the model); by default ours in fp8 and bf16,
 OLMo-core without checkpointing (its best setting that fits at this size) in bf16 and with its own float8;
 batch 1 x 8192 per GPU. `ac=budget` (OLMo-core's memory budget 0.5) and `ac=full` are there for smaller GPUs.
+(c) one H200, batch 1 x L for each L of --seqs: ours first with `parallel.ac: auto` (it picks the checkpointed
+blocks for that length from the GPU's memory), then OLMo-core with the same blocks checkpointed (its
+selected_modules), i.e. equal settings; when that does not fit OLMo-core (its loss materialises the whole
+logits: 12 GiB in bf16 at 64K tokens, then fp32 for the cross-entropy), its fallbacks are tried in order
+(--core-fallbacks: its compile-native `budget` recompute, then every block) and the row says which one ran.
+--steps are the timed steps, after --warmup. Tokens/s, peak memory and the ratio per length.
 """
 
 from __future__ import annotations
@@ -65,7 +72,7 @@ def _ours_worker(a: argparse.Namespace, opts: dict[str, str]) -> dict[str, float
     from olmo import parallel
     from olmo.config import ModelConfig, TrainConfig
     from olmo.optim.optimizer import build_optimizer
-    from olmo.train import Setup, train_step
+    from olmo.train import RunState, train_step
 
     world = parallel.world_from_env()
     model_cfg = ModelConfig.olmo3_7b()
@@ -81,11 +88,11 @@ def _ours_worker(a: argparse.Namespace, opts: dict[str, str]) -> dict[str, float
     mesh = parallel.init_distributed(world, device)
     model = parallel.build_parallel_model(cfg, world, device, mesh, say=print if world.is_main else None)
     opt = build_optimizer(model, cfg.optim, device)
-    s = Setup(cfg, world, device, parallel.autocast_dtype(cfg, device, world), model, opt, None, [])  # type: ignore[arg-type]
+    state = RunState(cfg, world, device, parallel.autocast_dtype(cfg, device, world), model, opt, None, [])  # type: ignore[arg-type]
     gen = torch.Generator().manual_seed(1000 + world.rank)
 
     def step() -> torch.Tensor:
-        return train_step(s, [torch.randint(0, TOKENS_VOCAB, (1, 8192), generator=gen)], 1e-4)[0]
+        return train_step(state, [torch.randint(0, TOKENS_VOCAB, (1, 8192), generator=gen)], 1e-4)[0]
 
     return {**_timed(step, a, device), "flops_per_token": model_cfg.flops_per_token(8192)}
 
@@ -198,15 +205,81 @@ def fsdp2(a: argparse.Namespace) -> int:
     return 0 if rows else 1
 
 
+# ------------------------------------------------------------------------------- (c): cost as sequences grow
+LENGTH_IMPLS = ("ours:attn=flash_attn_3,ac=auto", "olmo-core-compile:attn=flash_3")
+
+
+def run_impl(impl: str, seq: int, a: argparse.Namespace) -> dict[str, Any] | None:
+    """One implementation at one length through bench/train_throughput.py (its own process); None if it failed."""
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+        argv = [sys.executable, str(HERE / "train_throughput.py"), "--model", "olmo3_7b", "--layers", str(a.layers),
+                "--batch", "1", "--seq", str(seq), "--steps", str(a.warmup + a.steps), "--warmup", str(a.warmup),
+                "--impls", impl + ";", "--anchor", impl, "--out", f.name]
+        if a.logs:
+            argv += ["--logs", a.logs]
+        subprocess.run(argv, env=_env(), cwd=ROOT)
+        text = Path(f.name).read_text().strip()
+    return json.loads(text.splitlines()[0]) if text else None
+
+
+def _with(impl: str, key: str, value: str) -> str:
+    return impl + ("," if ":" in impl else ":") + f"{key}={value}"
+
+
+def one_length(seq: int, a: argparse.Namespace, run: Any = run_impl) -> dict[str, Any]:
+    """Ours with ac=auto, then OLMo-core with the blocks ours checkpointed (every block if that does not fit)."""
+    ours_impl, core_impl = a.length_impls.split(";")
+    ours = run(ours_impl, seq, a)
+    blocks = (ours or {}).get("ac_blocks") or []
+    same = "+".join(str(b) for b in blocks) or "none"
+    core, core_ckpt = run(_with(core_impl, "ckpt", same), seq, a), same
+    for fallback in (f for f in a.core_fallbacks.split(";") if f and f != same):
+        if core is not None:
+            break
+        core, core_ckpt = run(_with(core_impl, "ckpt", fallback), seq, a), fallback
+    return {"seq": seq, "ours": ours, "core": core, "ours_ckpt": same, "core_ckpt": core_ckpt,
+            "ratio": (ours["tokens_per_s"] / core["tokens_per_s"]) if ours and core else None}
+
+
+def length_table(rows: list[dict[str, Any]]) -> str:
+    def cell(r: dict[str, Any] | None) -> str:
+        return "failed" if r is None else f"{r['tokens_per_s']:,} tok/s, {r['peak_mem_gb']} GB"
+
+    lines = ["| tokens per sequence | ours (ac: auto) | checkpointed blocks (ours / OLMo-core) | OLMo-core | ratio |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        ratio = f"{r['ratio']:.3f}x" if r["ratio"] else "-"
+        lines.append(f"| {r['seq']:,} | {cell(r['ours'])} | {r['ours_ckpt']} / {r['core_ckpt']} | "
+                     f"{cell(r['core'])} | {ratio} |")
+    return "\n".join(lines)
+
+
+def lengths(a: argparse.Namespace, run: Any = run_impl) -> int:
+    rows = []
+    for seq in (int(x) for x in a.seqs.split(",")):
+        rows.append(one_length(seq, a, run))
+        if a.out:
+            Path(a.out).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(length_table(rows))
+    met = [r["ratio"] is not None and r["ratio"] >= 1.15 for r in rows]
+    print(f"ours >= 1.15x OLMo-core at every length: {'met' if all(met) else 'NOT met'}")
+    return 0 if all(r["ours"] and r["core"] for r in rows) else 1
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["one", "fsdp2", "worker"])
+    p.add_argument("mode", choices=["one", "fsdp2", "lengths", "worker"])
     p.add_argument("--layers", type=int, default=8, help="(a): the first N layers")
     p.add_argument("--impls", default=ONE_IMPLS, help="(a): ';' list for bench/train_throughput.py, anchor first")
     p.add_argument("--gpus", type=int, default=2, help="(b): GPUs of the FSDP2 run")
     p.add_argument("--variants", default=FSDP_VARIANTS,
                    help="(b): ';' list of ours:ac=..,attn=..,precision=fp8 / olmo-core:ac=..,attn=..,fp8=1")
     p.add_argument("--attn", default="flex", help="(b): our attention backend (flex, flash_attn, flash_attn_3)")
+    p.add_argument("--seqs", default="8192,16384,32768,65536", help="(c): tokens per sequence, ',' list")
+    p.add_argument("--length-impls", default=";".join(LENGTH_IMPLS), help="(c): ours;OLMo-core implementations")
+    p.add_argument("--core-fallbacks", default="budget:0.25;full",
+                   help="(c): OLMo-core's checkpointing when ours' blocks do not fit it, tried in order")
+    p.add_argument("--logs", help="(c): write each failed run's output to this folder")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--out", help="also write JSON lines here")
@@ -216,7 +289,7 @@ def main() -> int:
     if a.mode == "worker":
         worker(a)
         return 0
-    return one_gpu(a) if a.mode == "one" else fsdp2(a)
+    return {"one": one_gpu, "fsdp2": fsdp2, "lengths": lengths}[a.mode](a)
 
 
 if __name__ == "__main__":

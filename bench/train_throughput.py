@@ -78,10 +78,10 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
     cfg = _model_config(args)
     cfg.attn_backend = opts.get("attn", args.attn)
     if cfg.attn_backend == "auto":  # as the trainer: time the installed backends on these shapes, keep the fastest
-        from olmo.nn.attention_choice import choose, describe
+        from olmo.nn.attention_choice import backend_choice_line, choose
 
         choice = choose(cfg, args.batch, args.seq, torch.device("cuda"))
-        print(describe(choice), file=sys.stderr)
+        print(backend_choice_line(choice), file=sys.stderr)
         cfg.attn_backend = choice.backend
     cfg.fuse_projections = opts.get("fuse", "0") == "1"
     cfg.residual_dtype = opts.get("residual", cfg.residual_dtype)
@@ -100,6 +100,8 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
         import torch._inductor.config as inductor_config
 
         inductor_config.coordinate_descent_tuning = True
+    ac_note = apply_ours_ac(model, cfg, opts.get("ac", "none"), args.batch, args.seq, device,
+                            copies=opts.get("copies", "1") == "1")
     if compiled and "mode" in opts:  # a torch.compile mode other than the trainer's default
         for block in model.blocks.values():
             block.compile(mode=opts["mode"])
@@ -140,7 +142,36 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
     if args.profile:
         _profile(step, (args.batch, args.seq), args.profile)
     n = sum(p.numel() for p in model.parameters())
-    return {**out, "params": n, "emb": model.embeddings.weight.numel()}
+    return {**out, "params": n, "emb": model.embeddings.weight.numel(), **ac_note}
+
+
+def apply_ours_ac(model: Any, cfg: Any, mode: str, batch: int, seq: int, device: Any, copies: bool) -> dict:
+    """`ac=auto|full|none` for ours, as the trainer's `parallel.ac` (olmo.parallel.apply_ac, before compile):
+    returns the blocks it checkpointed and what auto said, so OLMo-core can be given the same blocks."""
+    from olmo.config import TrainConfig
+    from olmo.parallel import apply_ac
+
+    train = TrainConfig(model=cfg, micro_batch_size=batch, precision="bf16" if device.type == "cuda" else "fp32")
+    train.data.seq_len, train.parallel.ac, train.optim.compute_copies = seq, mode, copies
+    said = apply_ac(model, train, device)
+    blocks = [int(n) for n, b in model.blocks.items() if type(b).__name__ == "CheckpointWrapper"]
+    return {"ac": mode, "ac_blocks": blocks, "ac_said": said or ""}
+
+
+def apply_core_ckpt(model: Any, spec: str) -> list[int]:
+    """`ckpt=none|full|0+1+5|budget:F` for OLMo-core: its own activation checkpointing (before its compile), every
+    block, the listed ones (selected_modules, so both trainers recompute the same blocks), or its compile-native
+    memory budget F in [0, 1] (no block wrapped: the compiler picks what to recompute). Returns the wrapped blocks."""
+    from olmo_core.nn.transformer import TransformerActivationCheckpointingMode as Mode
+
+    if spec.startswith("budget:"):
+        model.apply_activation_checkpointing(Mode.budget, activation_memory_budget=float(spec.split(":", 1)[1]))
+    elif spec == "full":
+        model.apply_activation_checkpointing(Mode.full)
+    elif spec not in ("", "none"):
+        model.apply_activation_checkpointing(Mode.selected_modules,
+                                             modules=[f"blocks.{int(i)}" for i in spec.split("+")])
+    return [int(n) for n, b in model.blocks.items() if type(b).__name__ == "CheckpointWrapper"]
 
 
 def _profile(step: Callable[[Any], Any], batch: tuple[int, int], path: str) -> None:
@@ -229,6 +260,7 @@ def run_olmo_core(args: argparse.Namespace, compiled: bool, opts: dict[str, str]
         from olmo_core.float8 import Float8Config
 
         model.apply_fp8(Float8Config(enabled=True))
+    ckpt = apply_core_ckpt(model, (opts or {}).get("ckpt", "none"))
     if compiled:
         model.apply_compile()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
@@ -243,7 +275,8 @@ def run_olmo_core(args: argparse.Namespace, compiled: bool, opts: dict[str, str]
         return loss.detach()
 
     out = _timed_steps(step, args.steps, args.warmup, (args.batch, args.seq))
-    return {**out, "params": sum(p.numel() for p in model.parameters()), "emb": model.embeddings.weight.numel()}
+    return {**out, "params": sum(p.numel() for p in model.parameters()), "emb": model.embeddings.weight.numel(),
+            "ac_blocks": ckpt}
 
 
 def run_hf(args: argparse.Namespace) -> dict:
@@ -273,8 +306,8 @@ def run_hf(args: argparse.Namespace) -> dict:
 
 
 def run_one(args: argparse.Namespace) -> dict:
-    # "ours:fuse=1,sdp=cudnn,attn=flash_attn,chunk=16384,mode=reduce-overhead,cdt=1,copies=0,graph=0,fp8=1" runs a
-    # variant of ours; "olmo-core-compile:attn=flash_3,fp8=1" one of OLMo-core
+    # "ours:fuse=1,sdp=cudnn,attn=flash_attn,chunk=16384,mode=reduce-overhead,cdt=1,copies=0,graph=0,fp8=1,ac=auto"
+    # runs a variant of ours; "olmo-core-compile:attn=flash_3,fp8=1,ckpt=0+1" one of OLMo-core
     impl, _, spec = args.run.partition(":")
     opts = dict(kv.split("=", 1) for kv in spec.split(",") if "=" in kv)
     runners: dict[str, Callable[[], dict]] = {
@@ -298,7 +331,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--impls", default=",".join(IMPLS),
                         help="comma list, or ';' list when variants carry options: 'ours:fuse=1,sdp=cudnn;ours'")
-    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--steps", type=int, default=12, help="steps in all, the warm-up steps included")
     parser.add_argument("--warmup", type=int, default=4)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=4096)
@@ -313,7 +346,10 @@ def main() -> None:
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--profile", help="ours: write a 2-step kernel profile table to this file")
     parser.add_argument("--out", help="also write the results as JSON lines to this file")
+    parser.add_argument("--logs", help="write the output of each implementation that fails to this folder")
     args = parser.parse_args()
+    if args.steps <= args.warmup:
+        parser.error(f"--steps counts every step, the {args.warmup} warm-up steps included: give more than that")
     if args.run:
         print("RESULT " + json.dumps(run_one(args)), flush=True)
         return
@@ -336,6 +372,10 @@ def main() -> None:
         if line is None:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
             print(f"{impl:<18} failed: {' | '.join(tail)}")
+            if args.logs:  # the whole story of a failure (an OOM, a recompute mismatch), not its last lines
+                Path(args.logs).mkdir(parents=True, exist_ok=True)
+                name = "".join(c if c.isalnum() or c in "._-" else "_" for c in f"{impl}-{args.seq}")
+                Path(args.logs, f"failed-{name}.log").write_text(proc.stderr + proc.stdout)
             continue
         results[impl] = json.loads(line[len("RESULT "):])
         if args.out:  # as each finishes: a run cut short by a time limit keeps what it measured

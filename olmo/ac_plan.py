@@ -32,7 +32,7 @@ def act_elems_per_token(cfg: ModelConfig) -> int:
     """Elements one block saves per token for backward: its input and the two norms' inputs and residual (4 x d),
     the three SwiGLU tensors (3 x mlp: w1 and w3 outputs, their product into w2), and q, k, v (after QK-norm and
     RoPE, read by the attention backward)."""
-    return 4 * cfg.d_model + 3 * cfg.mlp_hidden + (cfg.n_heads + 2 * cfg.n_kv) * cfg.hd
+    return 4 * cfg.d_model + 3 * cfg.mlp_hidden + (cfg.n_heads + 2 * cfg.effective_n_kv_heads) * cfg.effective_head_dim
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,8 @@ class AcPlan:
     def fits(self) -> bool:
         return self.need_bytes <= self.budget_bytes
 
-    def describe(self, n_layers: int) -> str:
+    def checkpointing_line(self, n_layers: int) -> str:
+        """The log line saying which blocks the plan checkpoints and the memory it expects them to take."""
         gb = 1024**3
         what = ("none" if not self.blocks else "every block" if len(self.blocks) == n_layers
                 else f"{len(self.blocks)} of {n_layers} blocks")

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from olmo.fsutil import atomic_write_bytes
+from olmo_common.bounded.data import load_json
 
 
 def cache_root(app: str) -> Path:
@@ -22,7 +23,7 @@ def cache_root(app: str) -> Path:
 def read_json(path: Path) -> object | None:
     """The JSON value cached at `path`, or None when absent, unreadable or not JSON."""
     try:
-        return json.loads(path.read_text())
+        return load_json(path, "cache entry")
     except (OSError, ValueError, RecursionError):
         return None
 

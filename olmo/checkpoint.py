@@ -37,6 +37,7 @@ import os
 import random
 import re
 import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -48,9 +49,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from olmo import checkpoint_reader
 from olmo.errors import OlmoError, is_disk_full
 from olmo.fsutil import atomic_write_bytes, fsync_dir, gigabytes, mount_of, read_small, remove_tree
 from olmo.interop import olmo_core as core
+from olmo_common.bounded.data import load_json, shown
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
@@ -97,14 +100,48 @@ def _barrier() -> None:
         dist.barrier()
 
 
-def _state_dicts(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
-    """{model: ..., optim: ...} keyed by parameter names (sharded DTensors under FSDP2, plain tensors otherwise)."""
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+def _state_dicts(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
+                 flat: bool = True) -> dict[str, Any]:
+    """{model: ..., optim: ...} keyed by parameter names (sharded DTensors under FSDP2, plain tensors otherwise).
+
+    The optimizer state is flattened (`optim.state.<param>.exp_avg`, `optim.param_groups.<param>.lr`), as
+    OLMo-core's TransformerTrainModule saves and loads it by default: keyed by parameter rather than by group
+    index, it loads into an optimizer whose groups are split differently (OLMo-core's one default group, or its
+    embedding override first). `flat=False` reads checkpoints of older olmo versions (`param_groups.0.*`)."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
 
     sd: dict[str, Any] = {MODEL: get_model_state_dict(model)}
     if optimizer is not None:
-        sd[OPTIM] = get_optimizer_state_dict(model, optimizer)
+        options = StateDictOptions(flatten_optimizer_state_dict=flat)
+        sd[OPTIM] = get_optimizer_state_dict(model, optimizer, options=options)
     return sd
+
+
+def _is_flat(meta: Any) -> bool:
+    """Whether a checkpoint's optimizer state is flattened (ours from now on, OLMo-core's default)."""
+    return f"{OPTIM}.param_groups.0.params" not in meta.state_dict_metadata
+
+
+def _hyperparameters_missing(optim_sd: dict[str, Any], saved: Any) -> list[tuple[dict[str, Any], str, Any]]:
+    """Take out of `optim_sd` the parameter-group settings the checkpoint does not hold (a key this torch's
+    AdamW or `initial_lr` added since it was saved): DCP would refuse the whole load for one of them. Returns
+    (where, key, our value) to put back, so those settings stay this run's."""
+    def absent(key: str) -> bool:
+        return f"{OPTIM}.{key}" not in saved
+
+    taken: list[tuple[dict[str, Any], str, Any]] = []
+    groups = optim_sd.get("param_groups")
+    if isinstance(groups, list):  # the older nested layout: param_groups.<index>.<key>
+        for i, group in enumerate(groups):
+            gone = [k for k in group if k != "params" and absent(f"param_groups.{i}.{k}")]
+            taken += [(group, k, group.pop(k)) for k in gone]
+    else:
+        taken += [(optim_sd, k, optim_sd.pop(k)) for k in list(optim_sd) if k.startswith("param_groups.") and absent(k)]
+    return taken
 
 
 @contextlib.contextmanager
@@ -159,22 +196,22 @@ def _no_space(root: Path, run_dir: Path, sd: dict[str, Any]) -> OlmoError:
     if prev is not None:
         needed = sum(p.stat().st_size for p in prev.iterdir() if p.is_file())
     if not needed:
-        needed = sum(t.numel() * t.element_size() for t in _tensors(sd))
+        needed = sum(t.numel() * t.element_size() for t in tensors(sd))
     resume = f"--resume continues from {prev.name}" if prev else "no earlier checkpoint exists"
     return OlmoError(f"no space left on {mount_of(root)} (needs about {gigabytes(needed)}) while saving a "
                      f"checkpoint to {root}; the partial checkpoint was removed and earlier ones are kept; free "
                      f"space and {resume}")
 
 
-def _tensors(obj: Any) -> Iterator[torch.Tensor]:
+def tensors(obj: Any) -> Iterator[torch.Tensor]:
     if isinstance(obj, torch.Tensor):
         yield obj
     elif isinstance(obj, dict):
         for v in obj.values():
-            yield from _tensors(v)
+            yield from tensors(v)
     elif isinstance(obj, list | tuple):
         for v in obj:
-            yield from _tensors(v)
+            yield from tensors(v)
 
 
 def _write(root: Path, tmp: Path, final: Path, step: int, sd: dict[str, Any], train_state: dict[str, Any],
@@ -204,13 +241,26 @@ def _write(root: Path, tmp: Path, final: Path, step: int, sd: dict[str, Any], tr
                     remove_tree(old)
 
 
+def leftovers(root: Path) -> list[Path]:
+    """What a killed save or purge leaves in checkpoints/: `step<N>-tmp` and `-deleting` folders, temp pointer
+    files. OlmoError when one of those names is a symlink: olmo makes real folders there, so a link is not
+    its own to delete, and following it would delete (or write into) wherever it points."""
+    found = [p for p in root.iterdir() if re.match(r"^step-?\d+-(tmp|deleting)", p.name)
+             or p.name.startswith(f".{LATEST}.")]
+    for p in found:
+        if p.is_symlink():
+            raise OlmoError(f"{p} is a symlink where olmo keeps an unfinished checkpoint of its own; olmo never "
+                            "follows or deletes a link it did not make: remove the link, then run again")
+    return found
+
+
 def _remove_leftovers(root: Path) -> None:
-    """Delete what a killed save or purge leaves behind: `-tmp` and `-deleting` dirs, temp pointer files.
-    Only one run (rank 0 of it) saves into a run_dir at a time, so anything unfinished here is dead."""
-    for p in root.iterdir():
-        if p.is_dir() and (p.name.endswith("-tmp") or p.name.endswith("-deleting")):
+    """Delete the leftovers of a killed save (see `leftovers`). Only one run (rank 0 of it) saves into a run_dir
+    at a time, so anything unfinished here is dead, and it is this run_dir's own."""
+    for p in leftovers(root):
+        if p.is_dir():
             shutil.rmtree(p)
-        elif p.name.startswith(f".{LATEST}.tmp"):
+        else:
             p.unlink()
 
 
@@ -227,7 +277,10 @@ def latest(run_dir: Path) -> Path | None:
     """The checkpoint `latest` names; if that file is missing or stale, the newest complete checkpoint."""
     pointer = run_dir / CHECKPOINTS / LATEST
     if pointer.is_file():
-        name = pointer.read_bytes()[:64].decode("utf-8", "replace").strip()
+        try:  # a pointer that is a FIFO, a device or huge is ignored like a stale one
+            name = read_small(pointer, "checkpoint pointer")[:64].decode("utf-8", "replace").strip()
+        except OSError:
+            name = ""
         if STEP_RE.match(name) and (run_dir / CHECKPOINTS / name / TRAIN_STATE).is_file():
             return run_dir / CHECKPOINTS / name
     found = complete_checkpoints(run_dir)
@@ -248,7 +301,7 @@ def _parse_state(path: Path) -> dict[str, Any] | str:
         except ValueError as e:  # its config.json is unreadable or holds another model
             return str(e)
     try:
-        state = json.loads(read_small(path / TRAIN_STATE))
+        state = load_json(path / TRAIN_STATE, "train state")
     except OSError as e:
         return f"{TRAIN_STATE} cannot be read ({e.strerror})"
     except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply to parse
@@ -291,7 +344,7 @@ def verify(path: Path) -> str | None:
         return f"{METADATA} is missing (not a torch.distributed.checkpoint directory)"
     for name, size in state.get("files", {}).items():
         if "/" in name or name in ("", ".", ".."):
-            return f"{TRAIN_STATE} lists a file outside the checkpoint ({name!r})"
+            return f"{TRAIN_STATE} lists a file outside the checkpoint ({shown(name)})"
         actual = (path / name).stat().st_size if (path / name).is_file() else -1
         if actual != size:
             return f"{name} has {actual} bytes, expected {size} (truncated or replaced)"
@@ -306,36 +359,15 @@ def require_whole(path: Path) -> None:
     _read_metadata(path)
 
 
-def _reader(path: Path) -> Any:
-    """DCP's reader for `path`, unpickling `.metadata` through an allowlist (interop/olmo_core.reader): a
-    checkpoint from elsewhere cannot run code when it is opened, and OLMo-core's metadata reads too."""
-    return core.reader(path)
-
-
-def _dcp_load(state_dict: dict[str, Any], path: Path) -> None:
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
-
-    try:
-        with _single_process_ok():
-            dcp.load(state_dict, storage_reader=_reader(path), no_dist=not dist.is_initialized())
-    except (Exception, CheckpointException) as e:  # sizes matched (verify): the bytes are bad or another model's
-        first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)[:300]
-        raise OlmoError(f"checkpoint {path} cannot be loaded ({first}); it is damaged or of another model: use "
-                        "another checkpoint") from None
+def _dcp_load(state_dict: dict[str, Any], where: Path, path: Path | None = None) -> None:
+    """Fill `state_dict` from the DCP folder `where` through the one safe loader (olmo/checkpoint_reader.py):
+    tensors and plain values only, each key checked against the index for kind, shape and dtype first."""
+    checkpoint_reader.load(state_dict, where, path)
 
 
 def _read_metadata(path: Path) -> Any:
     """The DCP metadata of the checkpoint at `path` (OLMo-core's under model_and_optim/); OlmoError if unreadable."""
-    where = core.weights_dir(path) if is_olmo_core(path) else path
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return _reader(where).read_metadata()
-    except OlmoError:  # interop/olmo_core's allowlist refused what the pickle names: its own message says why
-        raise
-    except Exception:  # DCP's .metadata is a pickle: garbage raises anything from UnpicklingError to EOFError
-        raise OlmoError(f"checkpoint {path} is damaged: {METADATA} cannot be read; use another checkpoint") from None
+    return checkpoint_reader.read_metadata(core.weights_dir(path) if is_olmo_core(path) else path)
 
 
 IMPLEMENTATION_FLAGS = ("fused", "foreach", "capturable", "differentiable")
@@ -345,31 +377,49 @@ def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | 
     """Restore weights (and the optimizer state, when `optimizer` is given) from `path` into a model wrapped any
     way at any world size; returns train_state. RNGs are restored by the caller (`restore_rng`) once everything
     else that draws random numbers is built."""
-    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict
 
     require_whole(path)
     t0 = time.perf_counter()
-    sd = _state_dicts(model, optimizer)
     if is_olmo_core(path):
         if optimizer is not None:
             raise OlmoError(f"{path} is an OLMo-core checkpoint: olmo starts from its weights (--init-from), "
                                "it cannot resume its optimizer")
+        sd = _state_dicts(model, None)
         # DCP fills the tensors in place, so loading them under OLMo-core's names fills our state dict too
-        _dcp_load({MODEL: {core.to_core(k): v for k, v in sd[MODEL].items()}}, core.weights_dir(path))
+        _dcp_load({MODEL: {core.to_core(k): v for k, v in sd[MODEL].items()}}, core.weights_dir(path), path)
         set_model_state_dict(model, sd[MODEL])
         return dict(read_state(path), load_seconds=time.perf_counter() - t0)
-    _dcp_load(sd, path)
-    set_model_state_dict(model, sd[MODEL])
-    if optimizer is not None:
-        # how this process runs the optimizer (fused kernel or not, ...) is its own choice, not the checkpoint's:
-        # loading a state dict would otherwise bring back the saving run's flags along with its hyperparameters
-        flags = [{k: g[k] for k in IMPLEMENTATION_FLAGS if k in g} for g in optimizer.param_groups]
-        set_optimizer_state_dict(model, optimizer, sd[OPTIM])
-        for group, own in zip(optimizer.param_groups, flags, strict=True):
-            group.update(own)
+    _load_ours(path, model, optimizer, _read_metadata(path))
     state = read_state(path)
     state["load_seconds"] = time.perf_counter() - t0
     return state
+
+
+def _load_ours(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, meta: Any) -> None:
+    """Our checkpoint into `model` (and `optimizer`): flattened optimizer state, or an older olmo's nested one."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    flat = _is_flat(meta)
+    sd = _state_dicts(model, optimizer, flat=flat)
+    taken = _hyperparameters_missing(sd[OPTIM], meta.state_dict_metadata) if optimizer is not None else []
+    _dcp_load(sd, path)
+    for where, key, value in taken:
+        where[key] = value
+    set_model_state_dict(model, sd[MODEL])
+    if optimizer is None:
+        return
+    # how this process runs the optimizer (fused kernel or not, ...) is its own choice, not the checkpoint's:
+    # loading a state dict would otherwise bring back the saving run's flags along with its hyperparameters
+    flags = [{k: g[k] for k in IMPLEMENTATION_FLAGS if k in g} for g in optimizer.param_groups]
+    options = StateDictOptions(flatten_optimizer_state_dict=flat)
+    set_optimizer_state_dict(model, optimizer, sd[OPTIM], options=options)
+    for group, own in zip(optimizer.param_groups, flags, strict=True):
+        group.update(own)
 
 
 def restore_rng(state: dict[str, Any], rank: int, world_size: int) -> bool:
@@ -390,17 +440,12 @@ def restore_rng(state: dict[str, Any], rank: int, world_size: int) -> bool:
 def load_model_state(path: Path, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
     """The whole model's weights from a checkpoint, in one process with no process group (export, tests):
     tensors are allocated from the checkpoint's own metadata, so no model needs to be built first."""
-    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
-
     require_whole(path)
     foreign = is_olmo_core(path)
-    where = core.weights_dir(path) if foreign else path
-    meta = _read_metadata(path)
     prefix = MODEL + "."
     sd = {k[len(prefix):]: torch.empty(tuple(m.size), dtype=m.properties.dtype)
-          for k, m in meta.state_dict_metadata.items()
-          if k.startswith(prefix) and isinstance(m, TensorStorageMetadata)}
-    _dcp_load({MODEL: sd}, where)
+          for k, m in _float_weights(path, prefix).items()}
+    _dcp_load({MODEL: sd}, core.weights_dir(path) if foreign else path, path)
     if foreign:
         try:
             sd = {core.to_ours(k): v for k, v in sd.items()}
@@ -409,12 +454,27 @@ def load_model_state(path: Path, dtype: torch.dtype | None = None) -> dict[str, 
     return {k: v.to(dtype) for k, v in sd.items()} if dtype else sd
 
 
+def _float_weights(path: Path, prefix: str) -> dict[str, Any]:
+    """The index entries of the model's tensors; OlmoError when one is not floating point (weights are floats:
+    another dtype in the index is damage or a crafted checkpoint)."""
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    weights = {k: m for k, m in _read_metadata(path).state_dict_metadata.items()
+               if k.startswith(prefix) and isinstance(m, TensorStorageMetadata)}
+    odd = next((k for k, m in weights.items() if not (isinstance(m.properties.dtype, torch.dtype)
+                                                       and m.properties.dtype.is_floating_point)), None)
+    if odd is not None:
+        raise OlmoError(f"checkpoint {path}: its index gives {odd} the dtype {weights[odd].properties.dtype}, not "
+                        "a floating-point one; it is damaged: use another checkpoint")
+    return weights
+
+
 def weight_shapes(path: Path) -> dict[str, tuple[int, ...]]:
     """Every weight's shape, under our names, from the checkpoint's DCP metadata alone (no tensors read)."""
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    foreign = not (path / TRAIN_STATE).is_file() and core.is_checkpoint(path)
-    meta = _reader(core.weights_dir(path) if foreign else path).read_metadata()
+    foreign = is_olmo_core(path)
+    meta = _read_metadata(path)
     prefix = MODEL + "."
     shapes = {k[len(prefix):]: tuple(m.size) for k, m in meta.state_dict_metadata.items()
               if k.startswith(prefix) and isinstance(m, TensorStorageMetadata)}
@@ -444,33 +504,34 @@ def shape_mismatch(path: Path, model_cfg: Any) -> str | None:
     return differ[0] + (f", +{len(differ) - 1} more" if len(differ) > 1 else "")
 
 
-def save_weights(path: Path, weights: dict[str, torch.Tensor], train_state: dict[str, Any],
-                 extra: dict[str, bytes] | None = None, overwrite: bool = False) -> None:
-    """Write a weights-only checkpoint (no optimizer state) at `path`, plus `extra` files, atomically (a temp dir
-    renamed into place): `olmo import-hf` makes these; `olmo train --init-from` and `olmo export-hf` read them."""
+def write_weights(folder: Path, weights: dict[str, torch.Tensor], train_state: dict[str, Any],
+                  extra: dict[str, bytes] | None = None) -> None:
+    """Write a weights-only checkpoint (no optimizer state), plus `extra` files, into `folder`, a fresh folder of
+    the caller's: `olmo import-hf` makes these; `olmo train --init-from` and `olmo export-hf` read them."""
     import torch.distributed.checkpoint as dcp
 
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    with _single_process_ok():
+        dcp.save({MODEL: weights}, storage_writer=dcp.FileSystemWriter(folder, sync_files=True), no_dist=True)
+    for name, data in (extra or {}).items():
+        atomic_write_bytes(folder / name, data)
+    files = {p.name: p.stat().st_size for p in sorted(folder.iterdir()) if p.is_file()}
+    state = dict(train_state, saved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=files)
+    atomic_write_bytes(folder / TRAIN_STATE, json.dumps(state).encode())
+    fsync_dir(folder)
+
+
+def save_weights(path: Path, weights: dict[str, torch.Tensor], train_state: dict[str, Any],
+                 extra: dict[str, bytes] | None = None) -> None:
+    """`write_weights` at a new `path`: built in a temp folder beside it, then renamed into place (an existing
+    non-empty `path` is never replaced: the rename fails)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp-"))
     try:
-        with _single_process_ok():
-            dcp.save({MODEL: weights}, storage_writer=dcp.FileSystemWriter(tmp, sync_files=True), no_dist=True)
-        for name, data in (extra or {}).items():
-            atomic_write_bytes(tmp / name, data)
-        files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
-        state = dict(train_state, saved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), files=files)
-        atomic_write_bytes(tmp / TRAIN_STATE, json.dumps(state).encode())
-        fsync_dir(tmp)
-        if path.exists():
-            if not overwrite:
-                raise FileExistsError(path)
-            remove_tree(path)
+        write_weights(tmp, weights, train_state, extra)
         os.rename(tmp, path)
         fsync_dir(path.parent)
     finally:
-        if tmp.exists():
+        if tmp.is_dir() and not tmp.is_symlink():  # the temp folder this call made, when the rename did not happen
             shutil.rmtree(tmp)
 
 

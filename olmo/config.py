@@ -13,7 +13,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from olmo.config_numbers import check_numbers, field_value
 from olmo.errors import ConfigError as ConfigError  # re-exported: modules and recipes import it from here
+from olmo_common.bounded.data import shown
 
 
 def llama_like_hidden(d_model: int, multiplier: float = 1.0, multiple_of: int = 256) -> int:
@@ -38,34 +40,48 @@ class ModelConfig:
     d_model: int = 384
     n_layers: int = 8
     n_heads: int = 8
-    n_kv_heads: int | None = None  # None: as many as n_heads (MHA); fewer: grouped-query attention
-    head_dim: int | None = None  # None: d_model // n_heads
-    mlp_hidden: int = 1536  # SwiGLU width per branch (w1 and w3 each map d_model -> mlp_hidden)
-    vocab_size: int = DOLMA2_PADDED_VOCAB  # embedding rows: the tokenizer's vocab, maybe padded to 128
-    max_seq_len: int = 4096  # longest sequence the model is configured for (RoPE table size)
+    n_kv_heads: int | None = None
+    """Key/value heads. None: as many as n_heads (MHA); fewer: grouped-query attention."""
+    head_dim: int | None = None
+    """Width of one head. None: d_model // n_heads."""
+    mlp_hidden: int = 1536
+    """SwiGLU width per branch (w1 and w3 each map d_model -> mlp_hidden)."""
+    vocab_size: int = DOLMA2_PADDED_VOCAB
+    """Embedding rows: the tokenizer's vocab, maybe padded to a multiple of 128."""
+    max_seq_len: int = 4096
+    """The longest sequence the model is configured for (the RoPE table's size)."""
     rope_theta: float = 500_000.0
     norm_eps: float = 1e-6
-    qk_norm: bool = True  # RMSNorm over the full projected q and k, before RoPE (OLMo 2)
-    sliding_window: list[int] | None = None  # per-layer window pattern, repeated; -1 = full (OLMo 3)
-    swa_full_first_layer: bool = False  # OLMo 3 keeps the pattern on layer 0 ...
-    swa_full_last_layer: bool = True  # ... and forces full attention on the last layer
-    init_std: float = 0.02  # truncated normal (cut at 3 std) for every linear and the embedding
-    z_loss_multiplier: float = 1e-5  # softmax auxiliary loss; 0 turns it off
-    # auto: the fastest correct backend for these shapes on this GPU (olmo/nn/attention_choice.py), or a name in
-    # olmo.nn.attention.BACKENDS: sdpa, flash_attn, eager
+    qk_norm: bool = True
+    """RMSNorm over the full projected q and k, before RoPE (OLMo 2)."""
+    sliding_window: list[int] | None = None
+    """Per-layer window pattern, repeated over the layers; -1 is full attention (OLMo 3)."""
+    swa_full_first_layer: bool = False
+    """Full attention on layer 0 instead of the pattern's first window (OLMo 3 keeps the pattern there)."""
+    swa_full_last_layer: bool = True
+    """Full attention on the last layer, whatever the pattern says (as OLMo 3 does)."""
+    init_std: float = 0.02
+    """Truncated normal (cut at 3 std) for every linear layer and the embedding."""
+    z_loss_multiplier: float = 1e-5
+    """The softmax auxiliary loss; 0 turns it off."""
     attn_backend: str = "auto"
-    fuse_projections: bool = False  # q/k/v and gate/up as one matmul each (same parameters, same math)
-    # Under bf16 autocast, carry the residual stream in bf16 (as FSDP2 with bf16 params does, the way OLMo-core
-    # trains) rather than in fp32 (plain autocast keeps the fp32 embedding output): half the memory traffic of
-    # every norm and residual add. "fp32" keeps single-GPU autocast's behaviour. RMSNorm computes in fp32 either way.
+    """auto: the fastest correct backend for these shapes on this GPU (olmo/nn/attention_choice.py), or a name in
+    olmo.nn.attention.BACKENDS: sdpa, flash_attn, eager."""
+    fuse_projections: bool = False
+    """q/k/v and gate/up as one matmul each (same parameters, same math)."""
     residual_dtype: str = "autocast"
+    """Under bf16 autocast, carry the residual stream in bf16 (as FSDP2 with bf16 params does, the way OLMo-core
+    trains) rather than in fp32 (plain autocast keeps the fp32 embedding output): half the memory traffic of every
+    norm and residual add. "fp32" keeps single-GPU autocast's behaviour. RMSNorm computes in fp32 either way."""
 
     @property
-    def n_kv(self) -> int:
+    def effective_n_kv_heads(self) -> int:
+        """Key/value heads of the built model: n_kv_heads, or n_heads when that is None."""
         return self.n_kv_heads or self.n_heads
 
     @property
-    def hd(self) -> int:
+    def effective_head_dim(self) -> int:
+        """Width of one head in the built model: head_dim, or d_model // n_heads when that is None."""
         return self.head_dim or self.d_model // self.n_heads
 
     def window(self, layer: int) -> int | None:
@@ -84,9 +100,9 @@ class ModelConfig:
         return any(self.window(layer) is not None for layer in range(self.n_layers))
 
     def num_params(self, embeddings: bool = True) -> int:
-        d, hd = self.d_model, self.hd
-        attn = d * hd * (self.n_heads * 2 + self.n_kv * 2)  # w_q, w_out, w_k, w_v
-        qk = (self.n_heads + self.n_kv) * hd if self.qk_norm else 0
+        d, head_dim, n_kv_heads = self.d_model, self.effective_head_dim, self.effective_n_kv_heads
+        attn = d * head_dim * (self.n_heads * 2 + n_kv_heads * 2)  # w_q, w_out, w_k, w_v
+        qk = (self.n_heads + n_kv_heads) * head_dim if self.qk_norm else 0
         block = attn + qk + 3 * d * self.mlp_hidden + 2 * d
         head = d * self.vocab_size + d
         return self.n_layers * block + head + (d * self.vocab_size if embeddings else 0)
@@ -94,7 +110,8 @@ class ModelConfig:
     def flops_per_token(self, seq_len: int) -> int:
         """Training FLOPs per token as OLMo-core counts them: 6 x (block + head params) plus 12 x heads x
         head_dim x the attended length per layer (no causal halving; sliding layers count min(window, seq))."""
-        attn = sum(12 * self.n_heads * self.hd * min(self.window(i) or seq_len, seq_len) for i in range(self.n_layers))
+        per_position = 12 * self.n_heads * self.effective_head_dim
+        attn = sum(per_position * min(self.window(i) or seq_len, seq_len) for i in range(self.n_layers))
         return 6 * self.num_params(embeddings=False) + attn
 
     # ----- named sizes (OLMo-core factory names, lower-cased) -----
@@ -176,13 +193,20 @@ def model_size(name: str) -> ModelConfig:
 class DataConfig:
     """Where the token shards are and how they are cut into training sequences."""
 
-    paths: list[str] = field(default_factory=list)  # shard dirs (manifest.json) or .npy files / globs
-    val_paths: list[str] = field(default_factory=list)  # a separate validation split, if any
-    val_fraction: float = 0.0  # else hold out this share of the training sequences for eval
-    seq_len: int = 4096  # tokens per training sequence (windows of the concatenated documents)
-    seed: int = 0  # shuffling seed; the order of sequences is a function of (seed, epoch) only
-    dtype: str | None = None  # uint16/uint32, only for shards without a manifest (e.g. `dolma tokens` output)
-    vocab_size: int | None = None  # the tokenizer's vocab, only for shards without a manifest
+    paths: list[str] = field(default_factory=list)
+    """Shard folders (with a manifest.json), or .npy files and globs."""
+    val_paths: list[str] = field(default_factory=list)
+    """A separate validation split, if any."""
+    val_fraction: float = 0.0
+    """Without val_paths: hold out this share of the training sequences for eval."""
+    seq_len: int = 4096
+    """Tokens per training sequence (windows of the concatenated documents)."""
+    seed: int = 0
+    """The shuffling seed; the order of sequences is a function of (seed, epoch) only."""
+    dtype: str | None = None
+    """uint16 or uint32, only for shards without a manifest (e.g. `dolma tokens` output)."""
+    vocab_size: int | None = None
+    """The tokenizer's vocab, only for shards without a manifest."""
 
 
 @dataclass
@@ -192,15 +216,20 @@ class OptimConfig:
     lr: float = 4e-4
     betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
     eps: float = 1e-8
-    weight_decay: float = 0.1  # applied to every parameter except the embedding, as OLMo-core's scripts do
-    grad_clip: float = 1.0  # max global grad norm; 0 turns clipping off
+    weight_decay: float = 0.1
+    """Applied to every parameter except the embedding, as OLMo-core's scripts do."""
+    grad_clip: float = 1.0
+    """The largest global gradient norm; 0 turns clipping off."""
     warmup_steps: int = 2000
-    schedule: str = "cosine"  # cosine | linear | constant (after warmup)
-    final_lr_ratio: float = 0.1  # the decay ends at lr x this
-    fused: bool | None = None  # torch's fused AdamW kernel when the copies below are not used; None: on for CUDA
-    # one process, bf16 on a GPU: the optimizer keeps bf16 copies of the block weights for the forward and reads
-    # their bf16 gradients (olmo/optim/mixed_precision.py; same numbers, no per-step casts). Ignored under DDP/FSDP2.
+    schedule: str = "cosine"
+    """The decay after warmup: cosine, linear or constant."""
+    final_lr_ratio: float = 0.1
+    """The decay ends at lr x this."""
+    fused: bool | None = None
+    """torch's fused AdamW kernel, when compute_copies are not used. None: on for CUDA."""
     compute_copies: bool = True
+    """One process, bf16 on a GPU: the optimizer keeps bf16 copies of the block weights for the forward and reads
+    their bf16 gradients (olmo/optim/mixed_precision.py; same numbers, no per-step casts). Ignored under DDP/FSDP2."""
 
 
 SCHEDULES = ("cosine", "linear", "constant")
@@ -212,14 +241,19 @@ class ParallelConfig:
 
     Data parallelism applies only when there is more than one process; activation checkpointing applies always."""
 
-    dp: str = "fsdp"  # fsdp: FSDP2, parameters/grads/AdamW state sharded | ddp: replicated, grads all-reduced
-    ac: str = "none"  # activation checkpointing: none | full (every block) | selective (every ac_every-th block)
-    # | auto (the fewest blocks that fit this GPU's memory with a margin, none when all fits; olmo/ac_plan.py)
-    ac_every: int = 2  # with ac=selective: checkpoint blocks 0, N, 2N, ... (N=2 saves about half the activations)
-    reshard_after_forward: bool = True  # fsdp: free gathered params after forward (ZeRO-3); false keeps them until
-    # backward (ZeRO-2 style: one all-gather per step less, one block's full params more memory)
-    sync_every_micro_batch: bool = False  # reduce grads after every micro-batch instead of only the last one (less
-    # memory under fsdp with grad accumulation, more communication)
+    dp: str = "fsdp"
+    """fsdp: FSDP2, parameters, gradients and AdamW state sharded; ddp: replicated, gradients all-reduced."""
+    ac: str = "none"
+    """Activation checkpointing: none, full (every block), selective (every ac_every-th block) or auto (the fewest
+    blocks that fit this GPU's memory with a margin, none when all fits; olmo/ac_plan.py)."""
+    ac_every: int = 2
+    """With ac=selective: checkpoint blocks 0, N, 2N, ... (N=2 saves about half the activations)."""
+    reshard_after_forward: bool = True
+    """fsdp: free the gathered parameters after forward (ZeRO-3); false keeps them until backward (ZeRO-2 style:
+    one all-gather per step less, one block's full parameters more memory)."""
+    sync_every_micro_batch: bool = False
+    """Reduce gradients after every micro-batch instead of only the last one (less memory under fsdp with gradient
+    accumulation, more communication)."""
 
 
 DP_MODES = ("fsdp", "ddp")
@@ -235,31 +269,61 @@ class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
-    run_dir: str = "runs/olmo"  # metrics.jsonl, config.yaml and checkpoints/ go here
-    steps: int = 1000  # optimizer steps; the schedule spans exactly this many
-    hard_stop: int | None = None  # stop early at this step (e.g. a job time limit) without changing the schedule
-    global_batch_size: int = 64  # sequences per optimizer step, summed over devices and micro-batches
-    micro_batch_size: int = 8  # sequences per forward/backward on one device
-    seed: int = 0  # model init and torch/numpy/python RNGs
-    init_from: str | None = None  # start from these weights (a checkpoint or run dir, e.g. from `olmo import-hf`);
-    # step, optimizer and data order start fresh. Ignored once run_dir has its own checkpoint (--resume wins).
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    precision: str = "auto"  # auto (bf16 autocast on CUDA, fp32 on CPU) | bf16 | fp32 | fp8 (bf16 with the blocks'
-    # projections multiplied in float8 through torchao, on GPUs of compute capability 8.9+; olmo/nn/float8.py)
-    compile: bool = False  # torch.compile each block
-    # replay each step as one CUDA graph (olmo/cuda_graph.py): no launch gaps. One process on a GPU with bf16 and
-    # optim.compute_copies only (ignored otherwise, with a warning); the first 3 steps run eagerly to warm up.
+    run_dir: str = "runs/olmo"
+    """Where metrics.jsonl, config.yaml and checkpoints/ go."""
+    steps: int = 1000
+    """Optimizer steps; the schedule spans exactly this many."""
+    hard_stop: int | None = None
+    """Stop early at this step (e.g. a job's time limit) without changing the schedule."""
+    global_batch_size: int = 64
+    """Sequences per optimizer step, summed over devices and micro-batches."""
+    micro_batch_size: int = 8
+    """Sequences per forward/backward on one device."""
+    seed: int = 0
+    """Seeds the model's init and the torch, numpy and python RNGs."""
+    init_from: str | None = None
+    """Start from these weights (a checkpoint or run dir, e.g. from `olmo import-hf`); the step, optimizer and data
+    order start fresh. Ignored once run_dir has its own checkpoint (--resume wins)."""
+    device: str = "auto"
+    """auto, cpu, cuda or cuda:N."""
+    precision: str = "auto"
+    """auto (bf16 autocast on CUDA, fp32 on CPU), bf16, fp32, or fp8 (bf16 with the blocks' projections multiplied
+    in float8 through torchao, on GPUs of compute capability 8.9+; olmo/nn/float8.py)."""
+    compile: bool = False
+    """torch.compile each block."""
     cuda_graph: bool = False
-    log_interval: int = 10  # steps between console lines and metrics.jsonl records
-    eval_interval: int = 0  # steps between eval passes; 0: only at the end (when there is an eval split)
-    eval_batches: int = 20  # micro-batches per eval pass
-    save_interval: int = 1000  # steps between checkpoints (the final step is always saved)
-    keep_last_n: int = 3  # checkpoints kept on disk; 0 keeps all
-    wandb_project: str | None = None  # log to Weights & Biases too, when wandb is installed
-    tensorboard: bool = False  # write TensorBoard events to run_dir/tb, when tensorboard is installed
+    """Replay each step as one CUDA graph (olmo/cuda_graph.py): no launch gaps. One process on a GPU with bf16 and
+    optim.compute_copies only (ignored otherwise, with a warning); the first 3 steps run eagerly to warm up."""
+    log_interval: int = 10
+    """Steps between console lines and metrics.jsonl records."""
+    eval_interval: int = 0
+    """Steps between eval passes; 0: only at the end (when there is an eval split)."""
+    eval_batches: int = 20
+    """Micro-batches per eval pass."""
+    save_interval: int = 1000
+    """Steps between checkpoints (the final step is always saved)."""
+    keep_last_n: int = 3
+    """Checkpoints kept on disk; 0 keeps all."""
+    wandb_project: str | None = None
+    """Log to Weights & Biases too, when wandb is installed."""
+    tensorboard: bool = False
+    """Write TensorBoard events to run_dir/tb, when tensorboard is installed."""
 
     def grad_accum(self, world_size: int = 1) -> int:
         return self.global_batch_size // (self.micro_batch_size * world_size)
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Tokens in one optimizer step, over every device and micro-batch."""
+        return self.global_batch_size * self.data.seq_len
+
+    def flops_per_token(self) -> int:
+        """Training FLOPs per token of this model at this run's sequence length (ModelConfig.flops_per_token)."""
+        return self.model.flops_per_token(self.data.seq_len)
+
+    def flops_per_step(self) -> int:
+        """Training FLOPs of one optimizer step."""
+        return self.flops_per_token() * self.tokens_per_step
 
 
 def _nearest_multiples(n: int, unit: int) -> str:
@@ -269,33 +333,51 @@ def _nearest_multiples(n: int, unit: int) -> str:
 
 def validate(cfg: TrainConfig, world_size: int = 1) -> None:
     """Raise ConfigError (one line, what to do) for a config that cannot train. Data-dependent checks (vocab
-    against the tokenizer, enough tokens for a batch) happen when the shards are opened (olmo/data/loader.py)."""
-    from olmo.config_numbers import check_numbers
-
+    against the tokenizer, enough tokens for a batch) happen when the shards are opened (olmo/data/loader.py).
+    The checks run in this order, and the first refusal is the one reported."""
     check_numbers(cfg)  # NaN, infinity and out-of-range optimizer/model numbers, by field name
-    m, d, o = cfg.model, cfg.data, cfg.optim
-    for name, value in (("model.d_model", m.d_model), ("model.n_layers", m.n_layers), ("model.n_heads", m.n_heads),
-                        ("model.mlp_hidden", m.mlp_hidden), ("model.vocab_size", m.vocab_size),
-                        ("data.seq_len", d.seq_len), ("steps", cfg.steps), ("micro_batch_size", cfg.micro_batch_size),
-                        ("global_batch_size", cfg.global_batch_size), ("log_interval", cfg.log_interval),
-                        ("save_interval", cfg.save_interval)):
+    _check_positive(cfg)
+    _check_model_shape(cfg.model, cfg.data)
+    _check_batches(cfg, world_size)
+    _check_data_and_optim(cfg.data, cfg.optim)
+    _check_parallel_and_precision(cfg)
+    _check_attention_backend(cfg.model)
+    _check_local_paths(cfg)
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name} '{value}' is not one of: {', '.join(choices)}")
+
+
+def _check_positive(cfg: TrainConfig) -> None:
+    for name in ("model.d_model", "model.n_layers", "model.n_heads", "model.mlp_hidden", "model.vocab_size",
+                 "data.seq_len", "steps", "micro_batch_size", "global_batch_size", "log_interval", "save_interval"):
+        value = field_value(cfg, name)
         if value <= 0:
             raise ConfigError(f"{name} must be a positive number (got {value})")
-    if m.head_dim is None and m.d_model % m.n_heads:
-        raise ConfigError(f"model.d_model ({m.d_model}) is not divisible by model.n_heads ({m.n_heads}); "
+
+
+def _check_model_shape(model: ModelConfig, data: DataConfig) -> None:
+    if model.head_dim is None and model.d_model % model.n_heads:
+        raise ConfigError(f"model.d_model ({model.d_model}) is not divisible by model.n_heads ({model.n_heads}); "
                           "change one of them or set model.head_dim")
-    if m.n_heads % m.n_kv:
-        raise ConfigError(f"model.n_heads ({m.n_heads}) is not a multiple of model.n_kv_heads ({m.n_kv})")
-    if m.hd % 2:
-        raise ConfigError(f"the head dimension ({m.hd}) must be even for rotary embeddings")
-    if m.residual_dtype not in ("autocast", "fp32"):
-        raise ConfigError(f"model.residual_dtype must be 'autocast' or 'fp32' (got {m.residual_dtype!r})")
-    for w in m.sliding_window or []:
+    if model.n_heads % model.effective_n_kv_heads:
+        raise ConfigError(f"model.n_heads ({model.n_heads}) is not a multiple of model.n_kv_heads "
+                          f"({model.effective_n_kv_heads})")
+    if model.effective_head_dim % 2:
+        raise ConfigError(f"the head dimension ({model.effective_head_dim}) must be even for rotary embeddings")
+    if model.residual_dtype not in ("autocast", "fp32"):
+        raise ConfigError(f"model.residual_dtype must be 'autocast' or 'fp32' (got {shown(model.residual_dtype)})")
+    for w in model.sliding_window or []:
         if w != -1 and w <= 0:
             raise ConfigError(f"model.sliding_window entries must be positive or -1 for full attention (got {w})")
-    if d.seq_len > m.max_seq_len:
-        raise ConfigError(f"data.seq_len ({d.seq_len}) is longer than the model allows (model.max_seq_len = "
-                          f"{m.max_seq_len}); lower data.seq_len or raise model.max_seq_len")
+    if data.seq_len > model.max_seq_len:
+        raise ConfigError(f"data.seq_len ({data.seq_len}) is longer than the model allows (model.max_seq_len = "
+                          f"{model.max_seq_len}); lower data.seq_len or raise model.max_seq_len")
+
+
+def _check_batches(cfg: TrainConfig, world_size: int) -> None:
     unit = cfg.micro_batch_size * world_size
     if cfg.global_batch_size % unit:
         hint = _nearest_multiples(cfg.global_batch_size, unit)
@@ -303,30 +385,45 @@ def validate(cfg: TrainConfig, world_size: int = 1) -> None:
                           f"({cfg.micro_batch_size}) x devices ({world_size}); use {hint}")
     if cfg.hard_stop is not None and not 0 < cfg.hard_stop <= cfg.steps:
         raise ConfigError(f"hard_stop ({cfg.hard_stop}) must be between 1 and steps ({cfg.steps})")
-    if not 0.0 <= d.val_fraction < 1.0:
-        raise ConfigError(f"data.val_fraction must be in [0, 1) (got {d.val_fraction})")
-    if d.dtype is not None and d.dtype not in ("uint16", "uint32"):
-        raise ConfigError(f"data.dtype must be uint16 or uint32 (got '{d.dtype}')")
-    if o.schedule not in SCHEDULES:
-        raise ConfigError(f"optim.schedule '{o.schedule}' is not one of: {', '.join(SCHEDULES)}")
-    if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
-        raise ConfigError(f"optim.betas must be two numbers in [0, 1) (got {o.betas})")
+
+
+def _check_data_and_optim(data: DataConfig, optim: OptimConfig) -> None:
+    if not 0.0 <= data.val_fraction < 1.0:
+        raise ConfigError(f"data.val_fraction must be in [0, 1) (got {data.val_fraction})")
+    if data.dtype is not None and data.dtype not in ("uint16", "uint32"):
+        raise ConfigError(f"data.dtype must be uint16 or uint32 (got '{data.dtype}')")
+    _check_choice("optim.schedule", optim.schedule, SCHEDULES)
+    if len(optim.betas) != 2 or not all(0 <= b < 1 for b in optim.betas):
+        raise ConfigError(f"optim.betas must be two numbers in [0, 1) (got {optim.betas})")
+
+
+def _check_parallel_and_precision(cfg: TrainConfig) -> None:
     par = cfg.parallel
-    if par.dp not in DP_MODES:
-        raise ConfigError(f"parallel.dp '{par.dp}' is not one of: {', '.join(DP_MODES)}")
-    if par.ac not in AC_MODES:
-        raise ConfigError(f"parallel.ac '{par.ac}' is not one of: {', '.join(AC_MODES)}")
+    _check_choice("parallel.dp", par.dp, DP_MODES)
+    _check_choice("parallel.ac", par.ac, AC_MODES)
     if par.ac_every < 1:
         raise ConfigError(f"parallel.ac_every must be a positive number (got {par.ac_every})")
-    if cfg.precision not in PRECISIONS:
-        raise ConfigError(f"precision '{cfg.precision}' is not one of: {', '.join(PRECISIONS)}")
-    if cfg.precision == "fp8" and m.fuse_projections:
+    _check_choice("precision", cfg.precision, PRECISIONS)
+    if cfg.precision == "fp8" and cfg.model.fuse_projections:
         raise ConfigError("model.fuse_projections multiplies by concatenated bf16 weights, so it cannot combine with "
                           "precision fp8; set model.fuse_projections=false or precision bf16")
-    from olmo.nn.attention import BACKENDS
 
-    if m.attn_backend != "auto" and m.attn_backend not in BACKENDS:
-        raise ConfigError(f"model.attn_backend '{m.attn_backend}' is not one of: auto, {', '.join(BACKENDS)}")
+
+def _check_attention_backend(model: ModelConfig) -> None:
+    from olmo.nn.attention import BACKENDS  # lazily: it imports torch
+
+    _check_choice("model.attn_backend", model.attn_backend, ("auto", *BACKENDS))
+
+
+def _check_local_paths(cfg: TrainConfig) -> None:
+    """A URL where a path goes (`run_dir: s3://bucket/run`) is refused: olmo would write a local `s3:` folder."""
+    from olmo.fsutil import check_local
+
+    named = [("run_dir", cfg.run_dir), ("init_from", cfg.init_from)]
+    named += [("data.paths", p) for p in cfg.data.paths] + [("data.val_paths", p) for p in cfg.data.val_paths]
+    for name, value in named:
+        if value is not None:
+            check_local(value, name)
 
 
 def check_vocab(model_vocab: int, tokenizer_vocab: int, where: str) -> None:

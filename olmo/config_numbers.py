@@ -9,14 +9,13 @@ device, so it speaks only when a step certainly takes minutes (e.g. data.seq_len
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from olmo.errors import ConfigError
-
-if TYPE_CHECKING:
-    from olmo.config import TrainConfig
 
 # FLOP/s a training step does not exceed on the device kind, so a predicted time is not an overestimate: per
 # CPU core about an AVX-512 core's fp32 peak (2 FMA units x 16 lanes x 2 FLOPs x 3 GHz); for a GPU the fastest
@@ -29,6 +28,46 @@ MAX_LAYERS = 4096
 # contexts, trillions of tokens); refused before a tensor is sized from them or a loop walks them.
 MAX_WIDTH = 2**24
 MAX_COUNT = 2**53
+
+# The range each number must keep, by dotted field name (the spelling of `--set`): (fields, whether a value is
+# refused, the message after the name). Checked in this order; the first refusal is the one reported.
+Rule = tuple[tuple[str, ...], Callable[[Any], bool], str]
+RANGES: tuple[Rule, ...] = (
+    (("optim.lr", "optim.eps", "model.rope_theta", "model.norm_eps", "model.init_std", "model.max_seq_len",
+      "eval_batches"), lambda v: v <= 0, "must be greater than 0 (got {value})"),
+    (("optim.weight_decay", "optim.grad_clip", "optim.warmup_steps", "optim.final_lr_ratio",
+      "model.z_loss_multiplier", "eval_interval", "keep_last_n", "seed", "data.seed"),
+     lambda v: v < 0, "must not be negative (got {value})"),
+    # checks and FLOP counts walk the layers: a typo must not hang them
+    (("model.n_layers",), lambda v: v > MAX_LAYERS,
+     f"({{value:,}}) is more than olmo builds (at most {MAX_LAYERS:,}; OLMo's largest models have 64)"),
+    (("model.d_model", "model.mlp_hidden", "model.n_heads", "model.vocab_size", "model.max_seq_len",
+      "data.seq_len", "model.head_dim", "model.n_kv_heads"),
+     lambda v: v is not None and v > MAX_WIDTH, f"({{value:,}}) is more than olmo builds (at most {MAX_WIDTH:,})"),
+    (("steps", "global_batch_size", "micro_batch_size"), lambda v: v > MAX_COUNT,
+     f"({{value:,}}) is more than olmo counts to (at most {MAX_COUNT:,})"),
+    (("optim.final_lr_ratio",), lambda v: v > 1, "must be between 0 and 1 (got {value})"),
+    (("model.n_kv_heads", "model.head_dim", "data.vocab_size"), lambda v: v is not None and v <= 0,
+     "must be a positive number (got {value})"),
+)
+
+
+class _Sequences(Protocol):
+    @property
+    def seq_len(self) -> int: ...
+
+
+class StepShape(Protocol):
+    """What the step-time prediction reads of a TrainConfig (olmo/config.py imports this module for its checks,
+    so this module does not import it back)."""
+
+    @property
+    def data(self) -> _Sequences: ...
+
+    @property
+    def global_batch_size(self) -> int: ...
+
+    def flops_per_step(self) -> int: ...
 
 
 def _floats(obj: Any, prefix: str = "") -> list[tuple[str, float]]:
@@ -46,50 +85,26 @@ def _floats(obj: Any, prefix: str = "") -> list[tuple[str, float]]:
     return out
 
 
-def check_numbers(cfg: TrainConfig) -> None:
-    """ConfigError naming the first field that is NaN/infinite or outside the range it can have."""
+def field_value(cfg: object, dotted: str) -> Any:
+    """The value of the field `dotted` (e.g. "optim.lr") of a config."""
+    return functools.reduce(getattr, dotted.split("."), cfg)
+
+
+def check_numbers(cfg: object) -> None:
+    """ConfigError naming the first field of a TrainConfig that is NaN/infinite or outside the range it can have."""
     for name, value in _floats(cfg):
         if not math.isfinite(value):
             raise ConfigError(f"{name} must be a finite number (got {value})")
-    m, d, o = cfg.model, cfg.data, cfg.optim
-    positive = (("optim.lr", o.lr), ("optim.eps", o.eps), ("model.rope_theta", m.rope_theta),
-                ("model.norm_eps", m.norm_eps), ("model.init_std", m.init_std),
-                ("model.max_seq_len", m.max_seq_len), ("eval_batches", cfg.eval_batches))
-    for name, value in positive:
-        if value <= 0:
-            raise ConfigError(f"{name} must be greater than 0 (got {value})")
-    not_negative = (("optim.weight_decay", o.weight_decay), ("optim.grad_clip", o.grad_clip),
-                    ("optim.warmup_steps", o.warmup_steps), ("optim.final_lr_ratio", o.final_lr_ratio),
-                    ("model.z_loss_multiplier", m.z_loss_multiplier), ("eval_interval", cfg.eval_interval),
-                    ("keep_last_n", cfg.keep_last_n), ("seed", cfg.seed), ("data.seed", d.seed))
-    for name, value in not_negative:
-        if value < 0:
-            raise ConfigError(f"{name} must not be negative (got {value})")
-    if m.n_layers > MAX_LAYERS:  # checks and FLOP counts walk the layers: a typo must not hang them
-        raise ConfigError(f"model.n_layers ({m.n_layers:,}) is more than olmo builds (at most {MAX_LAYERS:,}; "
-                          "OLMo's largest models have 64)")
-    for name, value in (("model.d_model", m.d_model), ("model.mlp_hidden", m.mlp_hidden),
-                        ("model.n_heads", m.n_heads), ("model.vocab_size", m.vocab_size),
-                        ("model.max_seq_len", m.max_seq_len), ("data.seq_len", d.seq_len),
-                        ("model.head_dim", m.head_dim or 0), ("model.n_kv_heads", m.n_kv_heads or 0)):
-        if value > MAX_WIDTH:
-            raise ConfigError(f"{name} ({value:,}) is more than olmo builds (at most {MAX_WIDTH:,})")
-    for name, value in (("steps", cfg.steps), ("global_batch_size", cfg.global_batch_size),
-                        ("micro_batch_size", cfg.micro_batch_size)):
-        if value > MAX_COUNT:
-            raise ConfigError(f"{name} ({value:,}) is more than olmo counts to (at most {MAX_COUNT:,})")
-    if o.final_lr_ratio > 1:
-        raise ConfigError(f"optim.final_lr_ratio must be between 0 and 1 (got {o.final_lr_ratio})")
-    for name, count in (("n_kv_heads", m.n_kv_heads), ("head_dim", m.head_dim)):
-        if count is not None and count <= 0:
-            raise ConfigError(f"model.{name} must be a positive number (got {count})")
-    if d.vocab_size is not None and d.vocab_size <= 0:
-        raise ConfigError(f"data.vocab_size must be a positive number (got {d.vocab_size})")
+    for names, refused, message in RANGES:
+        for name in names:
+            value = field_value(cfg, name)
+            if refused(value):
+                raise ConfigError(f"{name} {message.format(value=value)}")
 
 
-def step_seconds(cfg: TrainConfig, device_kind: str, world_size: int = 1, peak: float | None = None) -> float:
+def step_seconds(cfg: StepShape, device_kind: str, world_size: int = 1, peak: float | None = None) -> float:
     """A lower bound of one optimizer step's duration on `device_kind` ('cpu' or 'cuda')."""
-    flops = cfg.model.flops_per_token(cfg.data.seq_len) * cfg.global_batch_size * cfg.data.seq_len
+    flops = cfg.flops_per_step()
     if device_kind == "cuda":
         rate = peak or GPU_FLOPS
     else:
@@ -98,12 +113,12 @@ def step_seconds(cfg: TrainConfig, device_kind: str, world_size: int = 1, peak: 
     return flops / (rate * max(world_size, 1))
 
 
-def slow_step(cfg: TrainConfig, device_kind: str, world_size: int = 1, peak: float | None = None) -> str | None:
+def slow_step(cfg: StepShape, device_kind: str, world_size: int = 1, peak: float | None = None) -> str | None:
     """A one-line warning when a step is predicted to take a minute or more, else None."""
     sec = step_seconds(cfg, device_kind, world_size, peak)
     if sec < WARN_SECONDS:
         return None
-    flops = cfg.model.flops_per_token(cfg.data.seq_len) * cfg.global_batch_size * cfg.data.seq_len
+    flops = cfg.flops_per_step()
     return (f"one step is predicted to take at least {sec / 60:,.0f} minute(s) on {device_kind} "
             f"({flops / 1e12:,.0f} TFLOP per step: {cfg.global_batch_size} x {cfg.data.seq_len} tokens); "
             "lower data.seq_len or global_batch_size, or train on a GPU")

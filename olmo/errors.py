@@ -3,15 +3,19 @@
 Everything the user can cause or fix (a bad recipe or number, a missing or unreadable path, a read-only or
 occupied output, a damaged checkpoint, shard or Hugging Face folder, a full disk) raises `OlmoError` with a
 message that names the file and says what to do. `olmo/cli/main.py` catches it once, prints `olmo: <message>` and
-exits with `exit_code`: 2 for bad input, 1 where finding damage is the command's job (validate-shards).
+exits with `exit_code`: 2 for bad input, 1 where finding damage is the command's job (validate-shards) or a run
+failed on its own numbers (a loss that became NaN).
 Anything else escaping a command is a bug in olmo and is shown with its traceback.
 
-This module imports nothing heavy: prepare-data's worker processes import it.
+This module imports nothing heavy (olmo_common is stdlib only): prepare-data's worker processes import it.
 """
 
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
+
+from olmo_common.cli_errors import one_line as one_line  # the one-line rule both CLIs share
 
 # Errors of the machine or the user's paths, not of olmo: a full disk, a read-only mount, a missing folder.
 ENVIRONMENT_ERRNOS = frozenset({
@@ -48,22 +52,31 @@ class DamageFound(OlmoError):
     exit_code = 1
 
 
-def one_line(text: str) -> str:
-    """`text` as one printable line: newlines and other control characters (from file contents or paths) would
-    split or garble the single line the contract promises. A byte of a path that is not UTF-8 (Python keeps it as
-    a lone surrogate) is shown as \\xNN, so the line still names the file exactly."""
-    def show(c: str) -> str:
-        if "\udc80" <= c <= "\udcff":
-            return f"\\x{ord(c) - 0xDC00:02x}"
-        return c if c.isprintable() else " "
+class TrainingFailed(OlmoError):
+    """Training could not go on (e.g. the loss became NaN); the message says what to try (exit code 1)."""
 
-    return " ".join("".join(map(show, part)) for part in str(text).splitlines()).strip()
+    exit_code = 1
 
 
 def is_disk_full(exc: BaseException) -> bool:
     """Whether `exc`, or anything it wraps, is "no space left" (ENOSPC/EDQUOT). torch.save reports a full disk
     as a RuntimeError from its zip writer ("unexpected pos", "failed writing"), and DCP wraps every rank's
     error in a CheckpointException, so the whole chain is searched."""
+    return any(_says_disk_full(e) for e in _chain(exc))
+
+
+def _says_disk_full(e: BaseException) -> bool:
+    if isinstance(e, OSError) and e.errno in DISK_FULL_ERRNOS:
+        return True
+    msg = str(e)
+    if isinstance(e, RuntimeError) and ("unexpected pos" in msg or "failed writing" in msg.lower()):
+        return True
+    return "(os error 28)" in msg or "(os error 122)" in msg  # a Rust io::Error (safetensors): ENOSPC, EDQUOT
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and every exception behind it, once each: causes, contexts, and the per-rank failures a
+    torch.distributed.checkpoint CheckpointException holds."""
     seen: set[int] = set()
     todo: list[BaseException] = [exc]
     while todo:
@@ -71,21 +84,18 @@ def is_disk_full(exc: BaseException) -> bool:
         if id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, OSError) and e.errno in DISK_FULL_ERRNOS:
-            return True
-        msg = str(e)
-        if isinstance(e, RuntimeError) and ("unexpected pos" in msg or "failed writing" in msg.lower()):
-            return True
-        for nested in (e.__cause__, e.__context__):
-            if nested is not None:
-                todo.append(nested)
-        failures = getattr(e, "failures", None)  # torch.distributed.checkpoint.api.CheckpointException
-        if isinstance(failures, dict):
-            for wrapped in failures.values():  # (exception, stack summary) pairs, or objects with .exc
-                inner = wrapped[0] if isinstance(wrapped, tuple) and wrapped else getattr(wrapped, "exc", wrapped)
-                if isinstance(inner, BaseException):
-                    todo.append(inner)
-    return False
+        yield e
+        todo += [nested for nested in (e.__cause__, e.__context__) if nested is not None]
+        todo += _rank_failures(e)
+
+
+def _rank_failures(e: BaseException) -> list[BaseException]:
+    failures = getattr(e, "failures", None)
+    if not isinstance(failures, dict):
+        return []
+    # (exception, stack summary) pairs, or objects with .exc
+    inner = [w[0] if isinstance(w, tuple) and w else getattr(w, "exc", w) for w in failures.values()]
+    return [i for i in inner if isinstance(i, BaseException)]
 
 
 def describe_os_error(e: OSError) -> str:

@@ -1,103 +1,53 @@
-"""Crash-safe file writes: write a temp file next to the target, fsync it, rename it over the target, fsync the
-directory. A reader then sees the old file or the new one, never a half-written one (POSIX rename is atomic
-within a filesystem; the directory fsync makes the rename itself survive a power cut)."""
+"""File-system helpers of the trainer: bounded reads of metadata files, crash-safe writes (through
+olmo_common/atomic.py, the one atomic-write helper of both packages), folder removal that no reader sees half done,
+and the "where is the disk full / can this folder be written" answers the error messages give."""
 
 from __future__ import annotations
 
-import errno
 import json
 import os
+import re
 import shutil
-import stat
-from collections.abc import Callable
+import tempfile
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-SMALL_FILE_BYTES = 256 * 2**20  # a manifest, sidecar, train state or config.json; far more is not one
-
-
-def read_small(path: Path, limit: int = SMALL_FILE_BYTES) -> bytes:
-    """The bytes of a metadata file. OSError (which the callers already turn into one line) when it is not a
-    regular file, e.g. a FIFO that would block or /dev/zero that never ends, or is larger than `limit`."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: opening a FIFO must not wait for a writer
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit // 2**20} MB, too large for a metadata file", str(path))
-    return data
+from olmo_common.atomic import atomic_write, fsync_dir, shared_mode
+from olmo_common.bounded.files import read_bytes, read_text
+from olmo_common.local_paths import URL_RE  # s3://, gs://, https://, hf://, file://: any scheme of 2+ letters
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def create_fresh(path: Path) -> IO[bytes]:
-    """`path` opened for writing as a new file of ours. A leftover temp file is removed first, and O_EXCL |
-    O_NOFOLLOW mean a symlink planted at the name is never written through (it would write outside the folder)."""
-    if os.path.lexists(path):
-        os.unlink(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    return os.fdopen(fd, "wb")
-
-
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Call `write(f)` on a temp file in path's directory, then atomically put it at `path`."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with create_fresh(tmp) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    fsync_dir(path.parent)
+def read_small(path: Path, kind: str = "model config") -> bytes:
+    """The bytes of a metadata file of `kind` (a key of olmo_common.bounded.files.CAPS). OSError (which the
+    callers already turn into one line) when it is not a regular file, e.g. a FIFO that would block or /dev/zero
+    that never ends, or is larger than its kind can be (refused from its size, before it is read)."""
+    return read_bytes(path, kind)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    def write(f: IO[bytes]) -> None:
-        f.write(data)
-
-    atomic_write(path, write)
+    """`data` at `path`, crash-safe (olmo_common/atomic.py: the one atomic-write helper of both packages), readable
+    by the group as a plain new file would be."""
+    atomic_write(path, data, shared_mode())
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=1) + "\n").encode())
 
 
-def fsync_file(path: Path) -> None:
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
-
-
 def remove_tree(path: Path) -> None:
-    """Delete a directory so that no reader ever sees it half-deleted: rename it aside first, then remove."""
-    if not path.exists() and not path.is_symlink():
+    """Delete a checkpoint folder of the caller's own so that no reader ever sees it half-deleted: rename it aside
+    (onto a fresh empty folder `NAME-deleting-XXXXXXXX`, so nothing planted at a fixed name is touched), then
+    remove it. A symlink there (a checkpoint someone moved and linked) loses only the link: what it points at is
+    not ours to delete."""
+    if not os.path.lexists(path):
         return
-    trash = path.with_name(f"{path.name}-deleting")
-    _unlink_or_rmtree(trash)
+    if path.is_symlink():
+        path.unlink()
+        return
+    trash = Path(tempfile.mkdtemp(dir=path.parent, prefix=f"{path.name}-deleting-"))
     os.rename(path, trash)
     fsync_dir(path.parent)
-    _unlink_or_rmtree(trash)
-
-
-def _unlink_or_rmtree(path: Path) -> None:
-    """A symlink (a checkpoint folder someone linked elsewhere) loses only the link: what it points at is not
-    ours to delete, and rmtree refuses links anyway."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path)
+    shutil.rmtree(trash)
 
 
 def mount_of(path: Path) -> str:
@@ -108,8 +58,8 @@ def mount_of(path: Path) -> str:
     while not os.path.ismount(p) and p != p.parent:
         p = p.parent
     try:
-        with open("/proc/self/mounts") as f:
-            sources = {line.split()[1]: line.split()[0] for line in f if len(line.split()) > 2}
+        lines = read_text("/proc/self/mounts", "system file", errors="replace").splitlines()
+        sources = {line.split()[1]: line.split()[0] for line in lines if len(line.split()) > 2}
     except OSError:
         sources = {}
     source = sources.get(str(p))
@@ -130,6 +80,22 @@ def free_bytes(path: Path) -> int | None:
         return shutil.disk_usage(p).free
     except OSError:
         return None
+
+
+
+
+def check_local(path: Path | str, what: str) -> None:
+    """ConfigError when `path` is a URL (`s3://bucket/run`): olmo reads and writes local paths (or mounted ones)
+    only, and a URL would otherwise become a local folder named `s3:`."""
+    from olmo.errors import ConfigError, one_line
+
+    text = str(path)
+    if URL_RE.match(text):
+        scheme = text.split(":", 1)[0]
+        text = re.sub(r"^([^:]+):/(?!/)", r"\1://", text)  # as the user typed it, before pathlib's "s3:/b"
+        raise ConfigError(f"{what} {one_line(text)[:200]} is a URL; olmo reads and writes local paths only "
+                          f"({scheme}:// is not supported): copy or mount it locally (e.g. with s3fs, gcsfuse or "
+                          "`hf download --local-dir`) and give that path")
 
 
 def check_output_dir(path: Path, what: str) -> None:

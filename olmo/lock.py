@@ -13,6 +13,7 @@ Under torchrun only global rank 0 locks its run_dir: a multi-node run_dir must b
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -21,10 +22,12 @@ import socket
 import stat
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
-from olmo.errors import OlmoError, one_line
+from olmo.errors import ConfigError, OlmoError, one_line
+from olmo.fsutil import missing_dirs, remove_empty_dirs
 
 LOCK_NAME = ".olmo.lock"
 NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})  # filesystems without flock
@@ -141,7 +144,8 @@ class DirLock:
             return
         _mine.discard(os.path.realpath(self.path))
         try:
-            self.path.unlink(missing_ok=True)  # still locked: a newcomer that opened it will retry
+            if os.lstat(self.path).st_ino == os.fstat(self.fd).st_ino:  # ours still: not a file put there since
+                self.path.unlink()  # still locked: a newcomer that opened it will retry
         except OSError:
             pass
         os.close(self.fd)
@@ -152,3 +156,76 @@ class DirLock:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.release()
+
+
+@contextlib.contextmanager
+def locked_new_dir(directory: Path, what: str) -> Iterator[DirLock]:
+    """`directory` created (with its missing parents) and locked for the `with` block. On the way out the lock is
+    released and the folders made here are removed again when still empty, so a command that failed before it
+    wrote anything leaves no folder behind (and never removes one it did not make)."""
+    created = missing_dirs(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot create {what} {directory}: {e.strerror}") from None
+    lock = DirLock(directory, what)
+    try:
+        lock.acquire()
+    except BaseException:
+        remove_empty_dirs(created)
+        raise
+    try:
+        yield lock
+    finally:
+        lock.release()
+        remove_empty_dirs(created)
+
+
+# ------------------------------------------------------------------------------------------- folder holds
+# A second kind of lock, on the folder itself (flock on its directory descriptor): `olmo train` holds each data
+# folder it reads shared for the whole run, and a command about to replace or rewrite a folder (prepare-data,
+# export-hf, import-hf) takes it exclusive first. A folder a live run reads is then never replaced under it, and
+# a run never starts on a folder being rewritten. Nothing is written into the folder, so read-only data works.
+def _hold(folder: Path, mode: int) -> int | None:
+    """A descriptor of `folder` holding flock `mode`, or None where the filesystem has no flock (advisory)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None  # not a folder we can open: whatever uses it next says why
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise
+    except OSError as e:
+        os.close(fd)
+        if e.errno in NO_LOCKS:
+            return None
+        raise
+    return fd
+
+
+def hold_for_reading(folder: Path, what: str) -> int | None:
+    """Hold `folder` shared while the returned descriptor stays open (close it with `let_go`); OlmoError when a
+    command is replacing or rewriting it right now."""
+    try:
+        return _hold(folder, fcntl.LOCK_SH)
+    except BlockingIOError:
+        raise OlmoError(f"{what} {folder} is being written or replaced by another olmo command (prepare-data, "
+                        "export-hf or import-hf); wait for it to finish") from None
+
+
+def hold_for_replacing(folder: Path, what: str) -> int | None:
+    """Hold `folder` exclusively (close with `let_go`); OlmoError when anything holds it, e.g. an `olmo train`
+    reading it as data: olmo never replaces a folder a live run reads."""
+    try:
+        return _hold(folder, fcntl.LOCK_EX)
+    except BlockingIOError:
+        raise OlmoError(f"{what} {folder} is in use by a running olmo (e.g. `olmo train` reading it as data); "
+                        "olmo does not replace a folder a live run reads: wait for the run to finish or choose "
+                        f"another {what}") from None
+
+
+def let_go(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)

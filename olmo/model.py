@@ -68,17 +68,17 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__()
-        d, hd = cfg.d_model, cfg.hd
-        self.n_heads, self.n_kv, self.head_dim = cfg.n_heads, cfg.n_kv, hd
+        d, head_dim = cfg.d_model, cfg.effective_head_dim
+        self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.effective_n_kv_heads, head_dim
         self.window = cfg.window(layer)
         # "auto" is resolved by the trainer before it builds the model; anywhere else it means SDPA
         self.backend = BACKENDS["sdpa" if cfg.attn_backend == "auto" else cfg.attn_backend].fn
-        self.w_q = Linear(d, cfg.n_heads * hd)
-        self.w_k = Linear(d, self.n_kv * hd)
-        self.w_v = Linear(d, self.n_kv * hd)
-        self.w_out = Linear(cfg.n_heads * hd, d)
-        self.q_norm = RMSNorm(cfg.n_heads * hd, cfg.norm_eps) if cfg.qk_norm else None
-        self.k_norm = RMSNorm(self.n_kv * hd, cfg.norm_eps) if cfg.qk_norm else None
+        self.w_q = Linear(d, cfg.n_heads * head_dim)
+        self.w_k = Linear(d, self.n_kv_heads * head_dim)
+        self.w_v = Linear(d, self.n_kv_heads * head_dim)
+        self.w_out = Linear(cfg.n_heads * head_dim, d)
+        self.q_norm = RMSNorm(cfg.n_heads * head_dim, cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(self.n_kv_heads * head_dim, cfg.norm_eps) if cfg.qk_norm else None
         self.fused_qkv = cfg.fuse_projections
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -91,8 +91,8 @@ class Attention(nn.Module):
         if self.q_norm is not None and self.k_norm is not None:  # over the whole projection, before the head split
             q, k = self.q_norm(q), self.k_norm(k)
         q = apply_rope(q.view(b, t, self.n_heads, self.head_dim), cos, sin)
-        k = apply_rope(k.view(b, t, self.n_kv, self.head_dim), cos, sin)
-        v = v.view(b, t, self.n_kv, self.head_dim)
+        k = apply_rope(k.view(b, t, self.n_kv_heads, self.head_dim), cos, sin)
+        v = v.view(b, t, self.n_kv_heads, self.head_dim)
         out = self.backend(q, k, v, self.window)
         return self.w_out(out.reshape(b, t, -1))
 
@@ -164,7 +164,7 @@ class Transformer(nn.Module):
     def rope(self, t: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         # Computed once per (length, device) and shared by all blocks; not a buffer, so it is never checkpointed.
         if self._rope is None or self._rope[0].shape[0] < t or self._rope[0].device != device:
-            self._rope = rope_tables(self.cfg.hd, max(t, 1), self.cfg.rope_theta, device)
+            self._rope = rope_tables(self.cfg.effective_head_dim, max(t, 1), self.cfg.rope_theta, device)
         cos, sin = self._rope
         return cos[:t], sin[:t]
 

@@ -62,6 +62,8 @@ def resolve_device(name: str, world: World) -> torch.device:
         device = torch.device(name)
     except RuntimeError:
         raise ConfigError(f"device '{name}' is not a torch device; use auto, cpu, cuda or cuda:N") from None
+    if device.type not in ("cpu", "cuda"):  # mps, xla, meta, xpu...: torch names them, olmo does not train there
+        raise ConfigError(f"device '{name}' is not one olmo trains on; use auto, cpu, cuda or cuda:N")
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise ConfigError(f"device is '{name}' but torch cannot use CUDA here; run `olmo-doctor check` "
@@ -159,25 +161,7 @@ def apply_ac(model: Transformer, cfg: TrainConfig, device: torch.device | None =
     full: every block; selective: every `ac_every`-th block (0, N, 2N, ...), trading memory for less recompute;
     auto: the fewest blocks that fit this GPU's memory (olmo/ac_plan.py; none on the CPU). Returns what auto
     decided, for the log, else None."""
-    mode, every = cfg.parallel.ac, cfg.parallel.ac_every
-    chosen: set[int] = set()
-    said = None
-    if mode == "auto":
-        if device is None or device.type != "cuda":
-            return "activation checkpointing (auto): none (not a CUDA device)"
-        from olmo.ac_plan import plan_ac
-
-        dtype = compute_dtype(cfg, device)
-        plan = plan_ac(cfg.model, cfg.micro_batch_size, cfg.data.seq_len,
-                       torch.cuda.get_device_properties(device).total_memory,
-                       dtype_bytes=2 if dtype is not None else 4, world_size=world_size,
-                       fsdp=world_size > 1 and cfg.parallel.dp == "fsdp",
-                       compute_copies=cfg.optim.compute_copies and dtype is not None and world_size == 1)
-        chosen, said = set(plan.blocks), plan.describe(cfg.model.n_layers)
-    elif mode == "full":
-        chosen = set(range(len(model.blocks)))
-    elif mode == "selective":
-        chosen = {i for i in range(len(model.blocks)) if i % every == 0}
+    chosen, said = _blocks_to_checkpoint(model, cfg, device, world_size)
     if not chosen:
         return said
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
@@ -187,6 +171,30 @@ def apply_ac(model: Transformer, cfg: TrainConfig, device: torch.device | None =
             # preserve_rng_state=False: the blocks draw no random numbers (no dropout), so saving RNG is waste.
             model.blocks[name] = checkpoint_wrapper(block, preserve_rng_state=False)
     return said
+
+
+def _blocks_to_checkpoint(model: Transformer, cfg: TrainConfig, device: torch.device | None, world_size: int
+                          ) -> tuple[set[int], str | None]:
+    """The block indices `parallel.ac` picks, and for auto the line saying what it decided."""
+    if cfg.parallel.ac == "auto":
+        return _auto_blocks(cfg, device, world_size)
+    n, every = len(model.blocks), cfg.parallel.ac_every
+    return {"full": set(range(n)), "selective": set(range(0, n, every))}.get(cfg.parallel.ac, set()), None
+
+
+def _auto_blocks(cfg: TrainConfig, device: torch.device | None, world_size: int) -> tuple[set[int], str]:
+    """The fewest blocks whose checkpointing makes the step fit this GPU's memory (none off CUDA)."""
+    if device is None or device.type != "cuda":
+        return set(), "activation checkpointing (auto): none (not a CUDA device)"
+    from olmo.ac_plan import plan_ac
+
+    dtype = compute_dtype(cfg, device)
+    plan = plan_ac(cfg.model, cfg.micro_batch_size, cfg.data.seq_len,
+                   torch.cuda.get_device_properties(device).total_memory,
+                   dtype_bytes=2 if dtype is not None else 4, world_size=world_size,
+                   fsdp=world_size > 1 and cfg.parallel.dp == "fsdp",
+                   compute_copies=cfg.optim.compute_copies and dtype is not None and world_size == 1)
+    return set(plan.blocks), plan.checkpointing_line(cfg.model.n_layers)
 
 
 def apply_compile(model: Transformer) -> None:

@@ -9,6 +9,9 @@ named size (`model: olmo2_1b`) or a mapping that starts from one (`model: {size:
 A Python recipe is a function that returns a TrainConfig (torchtitan's recipe style), so variants are
 functions that call other recipes and change a field.
 Unknown keys and wrongly typed values are usage errors naming the key, never silently ignored.
+Recipes and `--set` values are read within a budget (olmo_common.bounded): a recipe file larger than 1 MiB, a
+document that expands (YAML aliases) to more than 100,000 values or nests deeper than 64 levels, or a value
+longer than 64K characters is refused in one line, and messages show values cut short (`shown`).
 """
 
 from __future__ import annotations
@@ -18,12 +21,15 @@ import difflib
 import importlib.util
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
 from olmo.config import ConfigError, ModelConfig, TrainConfig, model_size
+from olmo_common.bounded.data import DataRefused, parse_yaml, shown, yaml_loader
+from olmo_common.bounded.files import read_bytes
 
 _ROOT = Path(__file__).resolve().parent.parent  # the checkout, or site-packages for an installed wheel
 
@@ -41,15 +47,28 @@ def _find(spec: str) -> tuple[Path, str | None]:
     """(file, function name) for `path`, `path.py:func`, or a recipe name shipped in recipes/."""
     name, _, func = spec.partition(":") if spec.count(":") == 1 and not Path(spec).exists() else (spec, "", "")
     path = Path(name)
-    if path.is_file():
+    if path.exists() and not path.is_dir():  # a FIFO or a device too: refused by name when it is read
         return path, func or None
+    found = _shipped(name) if not path.suffix else None
+    if found is not None:
+        return found, func or None
+    names = ", ".join(_shipped_names()) or "-"
+    raise ConfigError(f"recipe '{spec}' not found: give a .yaml or .py file, or one of: {names}")
+
+
+RECIPE_SUFFIXES = (".yaml", ".yml", ".py")
+
+
+def _shipped_names() -> list[str]:
     shipped = recipes_dir()
-    if shipped and not path.suffix:
-        for suffix in (".yaml", ".yml", ".py"):
-            if (shipped / f"{name}{suffix}").is_file():
-                return shipped / f"{name}{suffix}", func or None
-    names = sorted(p.stem for p in shipped.glob("*") if p.suffix in (".yaml", ".yml", ".py")) if shipped else []
-    raise ConfigError(f"recipe '{spec}' not found: give a .yaml or .py file, or one of: {', '.join(names) or '-'}")
+    return sorted(p.stem for p in shipped.glob("*") if p.suffix in RECIPE_SUFFIXES) if shipped else []
+
+
+def _shipped(name: str) -> Path | None:
+    """The recipe shipped in recipes/ as `name` (any of its suffixes), if there is one."""
+    shipped = recipes_dir()
+    candidates = [shipped / f"{name}{suffix}" for suffix in RECIPE_SUFFIXES] if shipped else []
+    return next((c for c in candidates if c.is_file()), None)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -68,31 +87,72 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+_RecipeLoader = yaml_loader(_UniqueKeyLoader)
+
+
+def _recipe_bytes(path: Path) -> bytes:
+    """The recipe file: a regular file of at most 1 MiB (a FIFO never blocks, a huge file is refused from its
+    size at once, before Python or YAML sees a byte of it)."""
+    try:
+        return read_bytes(path, "recipe")
+    except OSError as e:
+        raise ConfigError(f"recipe {path} cannot be read ({e.strerror})") from None
+
+
 def load_recipe(spec: str, overrides: list[str] | None = None) -> TrainConfig:
+    """The TrainConfig of a recipe (a YAML file, a Python file[:function], or a shipped recipe's name) with the
+    `--set` overrides applied; ConfigError (one line) for anything that is not one."""
     path, func = _find(spec)
-    if path.suffix == ".py":
-        raw = config_to_dict(_run_python_recipe(path, func))
-    else:
-        try:
-            raw = yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader) or {}
-        except OSError as e:
-            raise ConfigError(f"recipe {path} cannot be read ({e.strerror})") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"recipe {path} is not a text file (not UTF-8); give a YAML or Python recipe") from None
-        except RecursionError:
-            raise ConfigError(f"{path} is nested too deeply to read; a recipe is a few flat sections") from None
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark else ""
-            raise ConfigError(f"{path} is not valid YAML{where}: {getattr(e, 'problem', e)}") from None
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path} must be a YAML mapping of config sections (model:, data:, optim:, ...)")
+    data = _recipe_bytes(path)
+    raw = config_to_dict(_run_python_recipe(path, func)) if path.suffix == ".py" else _yaml_recipe(path, data)
     for item in overrides or []:
         apply_override(raw, item)
     return from_dict(raw, str(path))
 
 
+def _yaml_recipe(path: Path, data: bytes) -> dict[str, Any]:
+    """The sections of a YAML recipe, read within the loader's budget; ConfigError for anything else."""
+    try:
+        raw = parse_yaml(data.decode("utf-8"), f"recipe {path}", _RecipeLoader) or {}
+    except UnicodeDecodeError:
+        raise ConfigError(f"recipe {path} is not a text file (not UTF-8); give a YAML or Python recipe") from None
+    except DataRefused as e:
+        raise ConfigError(str(e)) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path} is not valid YAML{where}: {shown(str(getattr(e, 'problem', e)), 200)[1:-1]}"
+                          ) from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path} must be a YAML mapping of config sections (model:, data:, optim:, ...)")
+    if not raw:  # an empty file (or only comments): surely not the recipe meant
+        raise ConfigError(f"recipe {path} is empty; a recipe holds the config sections (model:, data:, optim:, "
+                          "...), e.g. recipes/olmo2_60m.yaml")
+    return raw
+
+
 def _run_python_recipe(path: Path, func: str | None) -> TrainConfig:
+    """Load the Python recipe `path` and call its function `func` (default: the one named like the file, else
+    `recipe`); whatever goes wrong in the recipe's code is one line pointing into it."""
+    module = _load_module(path)
+    name = func or (path.stem if hasattr(module, path.stem) else "recipe")
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise ConfigError(f"{path} has no function '{name}'; name one with {path}:FUNCTION")
+    try:
+        cfg = fn()
+    except ConfigError:
+        raise
+    except SystemExit as e:
+        raise ConfigError(f"recipe {path}:{name}() called exit({e.code}); a recipe returns a config") from None
+    except Exception as e:  # the recipe's own code: its error, told as one line pointing into the recipe
+        raise ConfigError(f"recipe {path}:{name}() failed{_where(e, path)}: {type(e).__name__}: {e}") from None
+    if not isinstance(cfg, TrainConfig):
+        raise ConfigError(f"{path}:{name}() must return an olmo.config.TrainConfig (got {type(cfg).__name__})")
+    return cfg
+
+
+def _load_module(path: Path) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(f"olmo_recipe_{path.stem}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -111,21 +171,7 @@ def _run_python_recipe(path: Path, func: str | None) -> TrainConfig:
         raise ConfigError(f"recipe {path} failed while loading{_where(e, path)}: {type(e).__name__}: {e}") from None
     finally:
         sys.dont_write_bytecode = was
-    name = func or (path.stem if hasattr(module, path.stem) else "recipe")
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        raise ConfigError(f"{path} has no function '{name}'; name one with {path}:FUNCTION")
-    try:
-        cfg = fn()
-    except ConfigError:
-        raise
-    except SystemExit as e:
-        raise ConfigError(f"recipe {path}:{name}() called exit({e.code}); a recipe returns a config") from None
-    except Exception as e:  # the recipe's own code: its error, told as one line pointing into the recipe
-        raise ConfigError(f"recipe {path}:{name}() failed{_where(e, path)}: {type(e).__name__}: {e}") from None
-    if not isinstance(cfg, TrainConfig):
-        raise ConfigError(f"{path}:{name}() must return an olmo.config.TrainConfig (got {type(cfg).__name__})")
-    return cfg
+    return module
 
 
 def _where(e: BaseException, path: Path) -> str:
@@ -140,15 +186,28 @@ def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
+MAX_SET = 64 << 10  # characters of one --set item: a long path list at most
+
+
+def _override_value(key: str, text: str) -> Any:
+    """A --set value parsed as YAML within the loader's budget (text that is not YAML stays text)."""
+    if len(text) > MAX_SET:
+        raise ConfigError(f"--set {shown(key, 60)}: the value is {len(text):,} characters, more than a setting "
+                          f"can be ({MAX_SET:,})")
+    try:
+        return parse_yaml(text, f"--set {shown(key, 60)}") if text else ""
+    except DataRefused as e:
+        raise ConfigError(str(e)) from None
+    except yaml.YAMLError:
+        return text
+
+
 def apply_override(raw: dict[str, Any], item: str) -> None:
     """Set `a.b.c=value` in the raw recipe dict; the value is parsed as YAML (numbers, lists, null, true)."""
     key, sep, text = item.partition("=")
     if not sep or not key:
-        raise ConfigError(f"--set '{item}' must look like section.key=value, e.g. --set optim.lr=3e-4")
-    try:
-        value = yaml.safe_load(text) if text else ""
-    except (yaml.YAMLError, RecursionError):
-        value = text
+        raise ConfigError(f"--set {shown(item)} must look like section.key=value, e.g. --set optim.lr=3e-4")
+    value = _override_value(key, text)
     parts = key.strip().split(".")
     node = raw
     for part in parts[:-1]:
@@ -158,7 +217,7 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
         if child is None:
             child = {}
         if not isinstance(child, dict):
-            raise ConfigError(f"--set {key}: '{part}' is a value, not a section")
+            raise ConfigError(f"--set {shown(key, 60)}: {shown(part, 40)} is a value, not a section")
         node[part] = child
         node = child
     node[parts[-1]] = value
@@ -168,53 +227,80 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp)).replace("NoneType", "null")
 
 
+class _NotA(Exception):
+    """A value that is not of the type its field wants."""
+
+
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
+        return value.lower() in _TRUE
+    raise _NotA
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise _NotA
+    f = float(str(value).replace("_", ""))  # "1e6" and "1_000" are whole numbers too
+    if not f.is_integer():
+        raise _NotA
+    return int(f)
+
+
+def _to_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise _NotA
+    return float(value)
+
+
+def _to_str(value: Any) -> str:
+    if isinstance(value, dict | list):
+        raise _NotA
+    return str(value)
+
+
+_SCALARS: dict[Any, Callable[[Any], Any]] = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
+
+
 def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
-    origin, args = get_origin(tp), get_args(tp)
-    bad = ConfigError(f"{source}: {key} must be {_type_name(tp)} (got {value!r})")
-    if origin in (Union, types.UnionType):
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            if type(None) in args:
-                return None
-            raise bad
-        return _coerce(value, next(a for a in args if a is not type(None)), key, source)
+    """`value` (from YAML or `--set`) as the field type `tp`, or a ConfigError naming `key` and the type."""
+    origin = get_origin(tp)
+    bad = ConfigError(f"{source}: {key} must be {_type_name(tp)} (got {shown(value)})")
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise bad
         return _build(tp, value, key, source)  # type: ignore[arg-type]
-    if origin is list:
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, list | tuple):
-            raise bad
-        return [_coerce(v, args[0], f"{key}[{i}]", source) for i, v in enumerate(value)]
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
-            return value.lower() in ("true", "yes", "on", "1")
-        raise bad
-    if tp is int:
-        if isinstance(value, bool):
-            raise bad
-        try:
-            f = float(str(value).replace("_", ""))
-        except ValueError:
-            raise bad from None
-        if not f.is_integer():
-            raise bad
-        return int(f)
-    if tp is float:
-        if isinstance(value, bool):
-            raise bad
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise bad from None
-    if tp is str:
-        if isinstance(value, dict | list):
-            raise bad
-        return str(value)
-    return value
+    try:  # a wrong value raises _NotA, or TypeError/ValueError from the conversion
+        if origin in (Union, types.UnionType):
+            return _coerce_optional(value, get_args(tp), key, source)
+        if origin is list:
+            return _coerce_list(value, get_args(tp)[0], key, source)
+        convert = _SCALARS.get(tp)
+        return value if convert is None else convert(value)
+    except (_NotA, TypeError, ValueError):
+        raise bad from None
+
+
+def _coerce_optional(value: Any, args: tuple[Any, ...], key: str, source: str) -> Any:
+    """A value for `X | None`: none/null (any case) is None where None is allowed, anything else an X."""
+    if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+        if type(None) in args:
+            return None
+        raise _NotA
+    return _coerce(value, next(a for a in args if a is not type(None)), key, source)
+
+
+def _coerce_list(value: Any, item: Any, key: str, source: str) -> list[Any]:
+    """A list value; a string is split at commas (`--set data.paths=a,b`)."""
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list | tuple):
+        raise _NotA
+    return [_coerce(v, item, f"{key}[{i}]", source) for i, v in enumerate(value)]
 
 
 def _build(cls: type, raw: dict[str, Any], prefix: str, source: str) -> Any:
@@ -228,7 +314,7 @@ def _build(cls: type, raw: dict[str, Any], prefix: str, source: str) -> Any:
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
             hint = f"did you mean '{prefix}{close[0]}'?" if close else f"known keys: {', '.join(names)}"
-            raise ConfigError(f"{source}: unknown key '{prefix}{key}'; {hint}")
+            raise ConfigError(f"{source}: unknown key {shown(prefix + str(key))}; {hint}")
     kwargs = {k: _coerce(v, hints[k], prefix + k, source) for k, v in raw.items()}
     if base is not None:
         return dataclasses.replace(base, **kwargs)

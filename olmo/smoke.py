@@ -16,6 +16,7 @@ from rich.console import Console
 
 from olmo.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
 from olmo.data.corpus import CORPUS_PATH, TOKENIZER_PATH
+from olmo.errors import OlmoError
 from olmo.parallel import World
 
 # The loss "fell" when the mean of the last quarter of the steps is at least this much below the first step's
@@ -84,6 +85,23 @@ def _shared_root(out_dir: Path | None, world: World) -> tuple[Path, Path | None]
     return Path(made[0]), Path(made[0]) if world.rank == 0 else None
 
 
+def _fresh_run_dir(run_dir: Path, data: Path) -> None:
+    """The bundled corpus prepared in `data` (reused when already there), and an empty `run_dir` holding the smoke
+    run's marker. A folder there that an earlier smoke run did not write (olmo/outputs.py) is refused before
+    anything is written; an earlier smoke run's files are removed, and only those: start over, not resume."""
+    from olmo import outputs
+    from olmo.data.prepare import find_inputs, load_tokenizer, prepare
+
+    previous = outputs.claim(run_dir, "train --smoke")
+    outputs.claim(data, "prepare-data", "--keep")  # refused here in the user's words, before anything is written
+    prepare(find_inputs([CORPUS_PATH]), data, load_tokenizer(TOKENIZER_PATH), shard_tokens=1 << 20, overwrite=True)
+    if previous.state == "own" and outputs.remove_own(run_dir, previous.kind) is not None:
+        raise OlmoError(f"{run_dir} changed while the smoke run started (files it did not write appeared); move "
+                        "them out or choose another --keep")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    outputs.write_marker(run_dir, "train --smoke")
+
+
 def run_smoke(device: str | None = None, steps: int = 20, out_dir: Path | None = None,
               console: Console | None = None, overrides: list[str] | None = None) -> SmokeResult:
     """Prepare the bundled data and train the tiny model for `steps` steps in `out_dir` (kept), or in a temp dir
@@ -93,7 +111,6 @@ def run_smoke(device: str | None = None, steps: int = 20, out_dir: Path | None =
     import shutil
 
     from olmo import parallel
-    from olmo.data.prepare import find_inputs, load_tokenizer, prepare
     from olmo.train import train
 
     world = parallel.world_from_env()
@@ -103,10 +120,7 @@ def run_smoke(device: str | None = None, steps: int = 20, out_dir: Path | None =
     try:
         run_dir = root / "run"
         if world.rank == 0:
-            tok = load_tokenizer(TOKENIZER_PATH)
-            prepare(find_inputs([CORPUS_PATH]), root / "data", tok, shard_tokens=1 << 20, overwrite=True)
-            if run_dir.exists():  # a previous smoke run in the same out_dir: start over, not resume
-                shutil.rmtree(run_dir)
+            _fresh_run_dir(run_dir, root / "data")
         parallel.barrier()
         cfg = _with_overrides(smoke_config(run_dir, root / "data", device, steps, world.world_size), overrides or [])
         # The tiny model's matmuls are too small to gain from a second CPU thread, and on a busy machine

@@ -7,7 +7,7 @@ plain loop of steps, logs, evals, saves.
 
 Exact resume: everything a step depends on is either in the checkpoint (weights, AdamW moments, the data
 loader's position, the RNG states) or a pure function of the step (the learning rate), so on the CPU a run
-stopped at step 10 and resumed gives the same losses, bit for bit, as one that never stopped (tests/olmo).
+stopped at step 10 and resumed gives the same losses, bit for bit, as one that never stopped (tests/trainer).
 
 Under torchrun every rank runs this same loop on its slice of each global batch (olmo/data/loader.py); FSDP2 or DDP
 (olmo/parallel.py) reduce the gradients, the logged loss and the eval loss are averaged over all ranks, and only
@@ -24,7 +24,7 @@ import gc
 import json
 import math
 import random
-import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,23 +34,23 @@ import torch
 from rich.console import Console
 from rich.markup import escape  # paths are data: a "[/x]" in one is not markup
 
-from olmo import checkpoint, parallel
-from olmo.config import ConfigError, TrainConfig
+from olmo import checkpoint, outputs, parallel, progress
+from olmo.config import TrainConfig
 from olmo.cuda_graph import CaptureFailed, GraphedStep
-from olmo.data.loader import DataLoader
-from olmo.fsutil import atomic_write_bytes, check_output_dir, missing_dirs, remove_empty_dirs
-from olmo.lock import DirLock
-from olmo.metrics import MetricsLog, mfu, peak_flops
+from olmo.data.loader import ShardLoader
+from olmo.errors import TrainingFailed as TrainingFailed  # raised here; the CLI's one error path catches it
+from olmo.fsutil import atomic_write_bytes, check_output_dir
+from olmo.lock import locked_new_dir
+from olmo.metrics import MetricsLog, Throughput, mfu, peak_flops
 from olmo.model import Transformer
 from olmo.optim.mixed_precision import MasterAdamW
 from olmo.optim.optimizer import build_optimizer, clip_and_step, lr_at
 from olmo.parallel import World, autocast_dtype, world_from_env
 from olmo.preflight import Checked, check_resumed_config, check_shared_run_dir, preflight
+from olmo.progress import Advance, Phases
 from olmo.recipe import config_to_dict, to_yaml
-
-
-class TrainingFailed(RuntimeError):
-    """Training could not go on (e.g. the loss became NaN); the message says what to try."""
+from olmo_common.atomic import AtomicFile, shared_mode
+from olmo_common.bounded.files import read_lines
 
 
 @dataclass
@@ -67,20 +67,23 @@ class TrainResult:
 
 
 @dataclass
-class Setup:
+class RunState:
+    """Everything a running step reads and changes: what `setup` built, the step reached and the tokens seen."""
+
     cfg: TrainConfig
     world: World
     device: torch.device
     amp: torch.dtype | None
     model: Transformer  # wrapped by olmo/parallel.py: FSDP2 shards, DDP replica or a plain module
     optimizer: torch.optim.AdamW
-    loader: DataLoader
+    loader: ShardLoader
     val: list[torch.Tensor]
     step: int = 0
     tokens_seen: int = 0
     graph: GraphedStep | None = None  # the step replayed as one CUDA graph (cfg.cuda_graph, one GPU)
     say: Any = print
     carry: dict[str, bytes] = field(default_factory=dict)  # tokenizer files copied into every checkpoint
+    phases: Phases = progress.silent  # bars for eval and checkpoint saves (olmo/progress.py)
 
 
 def _seed_everything(seed: int) -> None:
@@ -91,12 +94,12 @@ def _seed_everything(seed: int) -> None:
 
 def _choose_attention(cfg: TrainConfig, world: World, device: torch.device, say: Any) -> str:
     """Resolve `attn_backend: auto` (olmo/nn/attention_choice.py); rank 0 decides and every rank uses its answer."""
-    from olmo.nn.attention_choice import choose, describe
+    from olmo.nn.attention_choice import backend_choice_line, choose
 
     name = None
     if world.rank == 0:
         choice = choose(cfg.model, cfg.micro_batch_size, cfg.data.seq_len, device)
-        say(describe(choice))
+        say(backend_choice_line(choice))
         name = choice.backend
     if world.world_size > 1:
         box = [name]
@@ -106,60 +109,81 @@ def _choose_attention(cfg: TrainConfig, world: World, device: torch.device, say:
     return name
 
 
-def setup(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None = None) -> Setup:
+def setup(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None = None) -> RunState:
     """The one setup pass, with run_dir locked: preflight's checks and data (`checked`, or run now when not given
     or when run_dir's checkpoints changed since), then the model, the optimizer and the resumed state."""
     if checked is None or not checked.still_holds(cfg):
         checked = preflight(cfg, resume)
-    world, device, ckpt, loader, val = checked.world, checked.device, checked.ckpt, checked.loader, checked.val
-    run_dir = Path(cfg.run_dir)
     _seed_everything(cfg.seed)
+    state = _build(cfg, checked, say)
+    if cfg.cuda_graph and not graph_the_step(state):
+        say("[yellow]cuda_graph is on but ignored[/]: it needs one process on a GPU with bf16 "
+            "and optim.compute_copies")
+    if checked.ckpt and resume:
+        _resume_from(state, checked.ckpt)
+    else:
+        _start_fresh(state, checked, resume)
+    if state.world.is_main:
+        state.carry = _tokenizer_files(cfg, checked.ckpt if resume else None)
+    return state
+
+
+def _build(cfg: TrainConfig, checked: Checked, say: Any) -> RunState:
+    """The process group, the (wrapped) model on its attention backend, and its optimizer."""
+    world, device = checked.world, checked.device
     mesh = parallel.init_distributed(world, device)
     if world.world_size > 1:
-        check_shared_run_dir(run_dir, world)
-
+        check_shared_run_dir(Path(cfg.run_dir), world)
     if cfg.model.attn_backend == "auto":
         cfg.model.attn_backend = _choose_attention(cfg, world, device, say)
     model = parallel.build_parallel_model(cfg, world, device, mesh, say if world.is_main else None)
     amp = autocast_dtype(cfg, device, world)
     single_gpu = world.world_size == 1 and device.type == "cuda"
     optimizer = build_optimizer(model, cfg.optim, device, copies_dtype=amp if single_gpu else None)
-    s = Setup(cfg, world, device, amp, model, optimizer, loader, val, say=say)
-    if cfg.cuda_graph and not graph_the_step(s):
-        say("[yellow]cuda_graph is on but ignored[/]: it needs one process on a GPU with bf16 "
-            "and optim.compute_copies")
-    if ckpt and resume:
-        check_resumed_config(checkpoint.saved_config(ckpt), cfg, say)
-        state = checkpoint.load(ckpt, model, optimizer)
-        loader.load_state_dict(state["data_loader"])
-        s.step, s.tokens_seen = state["step"], state["tokens_seen"]
-        saved_world = state.get("world_size", 1)
-        # last: nothing after this may draw random numbers
-        if not checkpoint.restore_rng(state, world.rank, world.world_size):
-            say(f"resuming on {world.world_size} process(es) from a checkpoint saved on {saved_world}: same global "
-                "batches from the same sample index, split over the new ranks (RNG states not restored)")
-        say(f"resumed from {escape(str(ckpt))} (step {s.step}, {s.tokens_seen:,} tokens seen)")
-    else:
-        if resume:
-            say(f"no checkpoint in {escape(str(run_dir / checkpoint.CHECKPOINTS))}; starting a new run")
-        if checked.init_path:
-            path = checked.init_path
-            checkpoint.load(path, model, None)
-            say(f"initialised the weights from {escape(str(path))} (step 0, fresh optimizer and data order)")
-    if world.is_main:
-        from olmo.data import tokenizer_files
-        s.carry = tokenizer_files.for_run(cfg, ckpt if resume else None,
-                                          checkpoint.resolve(Path(cfg.init_from)) if cfg.init_from else None)
-    return s
+    return RunState(cfg, world, device, amp, model, optimizer, checked.loader, checked.val, say=say)
 
 
-def graph_the_step(s: Setup) -> bool:
+def _tokenizer_files(cfg: TrainConfig, resumed: Path | None) -> dict[str, bytes]:
+    """The tokenizer files every checkpoint of this run carries (olmo/data/tokenizer_files.py)."""
+    from olmo.data import tokenizer_files
+
+    return tokenizer_files.for_run(cfg, resumed, checkpoint.resolve(Path(cfg.init_from)) if cfg.init_from else None)
+
+
+def _resume_from(state: RunState, ckpt: Path) -> None:
+    """Weights, AdamW moments, the loader's position, the step and the RNG states of checkpoint `ckpt`."""
+    world, say = state.world, state.say
+    check_resumed_config(checkpoint.saved_config(ckpt), state.cfg, say)
+    saved = checkpoint.load(ckpt, state.model, state.optimizer)
+    state.loader.load_state_dict(saved["data_loader"])
+    state.step, state.tokens_seen = saved["step"], saved["tokens_seen"]
+    saved_world = saved.get("world_size", 1)
+    # last: nothing after this may draw random numbers
+    if not checkpoint.restore_rng(saved, world.rank, world.world_size):
+        say(f"resuming on {world.world_size} process(es) from a checkpoint saved on {saved_world}: same global "
+            "batches from the same sample index, split over the new ranks (RNG states not restored)")
+    say(f"resumed from {escape(str(ckpt))} (step {state.step}, {state.tokens_seen:,} tokens seen)")
+
+
+def _start_fresh(state: RunState, checked: Checked, resume: bool) -> None:
+    """Step 0: random weights, or those of `init_from` (with a fresh optimizer and data order)."""
+    if resume:
+        state.say(f"no checkpoint in {escape(str(Path(state.cfg.run_dir) / checkpoint.CHECKPOINTS))}; starting a "
+                  "new run")
+    if checked.init_path:
+        checkpoint.load(checked.init_path, state.model, None)
+        state.say(f"initialised the weights from {escape(str(checked.init_path))} (step 0, fresh optimizer and data "
+                  "order)")
+
+
+def graph_the_step(state: RunState) -> bool:
     """Make train_step replay the step as one CUDA graph (recorded after 3 eager warm-up steps), when it can: one
     process on a GPU whose optimizer keeps the bf16 copies (the learning rate becomes a tensor the graph reads)."""
-    if not isinstance(s.optimizer, MasterAdamW) or s.device.type != "cuda":
+    if not isinstance(state.optimizer, MasterAdamW) or state.device.type != "cuda":
         return False
-    s.optimizer.lr_override = torch.zeros((), dtype=torch.float32, device=s.device)
-    s.graph = GraphedStep(lambda *batches: _step_core(s, list(batches)), s.optimizer.zero_grad, s.device)
+    state.optimizer.lr_override = torch.zeros((), dtype=torch.float32, device=state.device)
+    state.graph = GraphedStep(lambda *batches: forward_backward_step(state, list(batches)),
+                              state.optimizer.zero_grad, state.device)
     return True
 
 
@@ -175,206 +199,277 @@ def _record_step(line: str) -> float:
 
 
 def _trim_metrics(path: Path, keep_until: int) -> None:
-    """Drop metrics records past `keep_until` (left by a run that died after its last checkpoint)."""
+    """Drop metrics records past `keep_until` (left by a run that died after its last checkpoint). Streamed, in
+    two passes (is anything to drop? then copy the rest), so a metrics log of any size costs a line of memory; a
+    line longer than any record (bounded.files CAPS "metrics line") is not one and is dropped."""
     if path.is_symlink() or not path.is_file():
         return  # a link is refused when the metrics log opens it, never read or rewritten through
-    lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    kept = [ln for ln in lines if _record_step(ln) <= keep_until]
-    if len(kept) != len(lines):
-        atomic_write_bytes(path, "".join(ln + "\n" for ln in kept).encode())
+
+    def records() -> Iterator[tuple[bytes, float]]:
+        for line in read_lines(path, "metrics line", follow=False):
+            if line.strip():
+                yield line, _record_step(line.decode("utf-8", "replace"))
+
+    if all(step <= keep_until for _, step in records()):
+        return
+
+    with AtomicFile(path, shared_mode()) as f:  # a crash mid-way leaves the old log, never half of it
+        for line, step in records():
+            if step <= keep_until:
+                f.write(line.rstrip(b"\r\n") + b"\n")
 
 
-def train_step(s: Setup, micro_batches: list[torch.Tensor], lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+def train_step(state: RunState, micro_batches: list[torch.Tensor], lr: float) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer step; returns (mean cross-entropy, grad norm before clipping) as device tensors."""
-    for group in s.optimizer.param_groups:
+    for group in state.optimizer.param_groups:
         group["lr"] = lr
-    if s.graph is not None:
-        assert isinstance(s.optimizer, MasterAdamW) and s.optimizer.lr_override is not None
-        s.optimizer.lr_override.fill_(lr)
+    if state.graph is not None:
+        assert isinstance(state.optimizer, MasterAdamW) and state.optimizer.lr_override is not None
+        state.optimizer.lr_override.fill_(lr)
         try:
-            ce, grad_norm = s.graph(*micro_batches)
+            ce, grad_norm = state.graph(*micro_batches)
             return ce.clone(), grad_norm.clone()  # the graph's outputs are overwritten by the next replay
         except CaptureFailed as e:
-            s.say(f"[yellow]the step could not be recorded as a CUDA graph ({e}); going on without[/]")
-            s.graph = None
-            s.optimizer.lr_override = None
-    ce, grad_norm = _step_core(s, micro_batches)
-    s.optimizer.zero_grad(set_to_none=True)
+            state.say(f"[yellow]the step could not be recorded as a CUDA graph ({e}); going on without[/]")
+            state.graph = None
+            state.optimizer.lr_override = None
+    ce, grad_norm = forward_backward_step(state, micro_batches)
+    state.optimizer.zero_grad(set_to_none=True)
     return ce, grad_norm
 
 
-def _step_core(s: Setup, micro_batches: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def next_token_labels(tokens: torch.Tensor) -> torch.Tensor:
+    """The label of each position is the next token; the last position has none (-100, ignored by the loss)."""
+    return torch.cat([tokens[:, 1:], torch.full_like(tokens[:, :1], -100)], dim=1)
+
+
+def _autocast(state: RunState) -> contextlib.AbstractContextManager[Any]:
+    """The forward's autocast region (bf16 on a GPU), or nothing in fp32."""
+    return torch.autocast(state.device.type, dtype=state.amp) if state.amp else contextlib.nullcontext()
+
+
+def forward_backward_step(state: RunState, micro_batches: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward and backward over the micro-batches, clip, optimizer step (gradients are left in place)."""
     n = len(micro_batches)
-    ce_sum = torch.zeros((), device=s.device)
+    ce_sum = torch.zeros((), device=state.device)
     for i, mb in enumerate(micro_batches):
         # Gradients are reduced across ranks in the last micro-batch's backward only (FSDP2/DDP no_sync).
-        parallel.grad_sync(s.model, i == n - 1 or s.cfg.parallel.sync_every_micro_batch)
-        tokens = mb.to(s.device, non_blocking=True)
-        labels = torch.cat([tokens[:, 1:], torch.full_like(tokens[:, :1], -100)], dim=1)
-        with torch.autocast(s.device.type, dtype=s.amp) if s.amp else contextlib.nullcontext():
-            loss, ce, _ = s.model(tokens, labels=labels)
+        parallel.grad_sync(state.model, i == n - 1 or state.cfg.parallel.sync_every_micro_batch)
+        tokens = mb.to(state.device, non_blocking=True)
+        with _autocast(state):
+            loss, ce, _ = state.model(tokens, labels=next_token_labels(tokens))
         (loss / n).backward()
         ce_sum += ce.detach()
-    clip = s.cfg.optim.grad_clip or math.inf
-    grad_norm = clip_and_step(s.model, s.optimizer, clip)
+    clip = state.cfg.optim.grad_clip or math.inf
+    grad_norm = clip_and_step(state.model, state.optimizer, clip)
     # every rank saw the same number of tokens, so the global mean loss is the mean of the ranks' means
-    return parallel.all_reduce_sum(ce_sum / n) / s.world.world_size, grad_norm
+    return parallel.all_reduce_sum(ce_sum / n) / state.world.world_size, grad_norm
 
 
 @torch.no_grad()
-def evaluate(s: Setup) -> float | None:
+def evaluate(state: RunState, advance: Advance | None = None) -> float | None:
     """Mean cross-entropy over the eval sequences, which are split evenly over the ranks (olmo/data/loader.py), so
     every rank runs the same number of forwards (FSDP2's all-gathers are collective) and the result does not
     depend on the world size. None when there is no eval split."""
-    if not s.val:
+    if not state.val:
         return None
-    s.model.eval()
-    sums = torch.zeros(2, dtype=torch.float64, device=s.device)  # (sum of per-sequence mean CE, sequences)
-    for mb in s.val:
-        tokens = mb.to(s.device)
-        labels = torch.cat([tokens[:, 1:], torch.full_like(tokens[:, :1], -100)], dim=1)
-        with torch.autocast(s.device.type, dtype=s.amp) if s.amp else contextlib.nullcontext():
-            ce = s.model(tokens, labels=labels)[1]
+    state.model.eval()
+    sums = torch.zeros(2, dtype=torch.float64, device=state.device)  # (sum of per-sequence mean CE, sequences)
+    for mb in state.val:
+        tokens = mb.to(state.device)
+        with _autocast(state):
+            ce = state.model(tokens, labels=next_token_labels(tokens))[1]
         sums[0] += ce.double() * len(tokens)  # every sequence has seq_len-1 labels: this is the token mean
         sums[1] += len(tokens)
-    s.model.train()
+        if advance is not None:
+            advance(1)
+    state.model.train()
     sums = parallel.all_reduce_sum(sums)
     return float(sums[0] / sums[1])
 
 
+def _start_run_dir(run_dir: Path, cfg: TrainConfig, step: int) -> None:
+    """Mark run_dir as olmo train's (preflight checked that it is, or holds nothing a run replaces), write the
+    resolved config and cut metrics.jsonl back to `step` (a resume from an earlier checkpoint logs them again)."""
+    if outputs.marker_of(run_dir) is None:
+        outputs.write_marker(run_dir, "train")
+    atomic_write_bytes(run_dir / "config.yaml", to_yaml(cfg).encode())
+    _trim_metrics(run_dir / "metrics.jsonl", step)
+
+
+def _evaluate_shown(state: RunState, step: int, tokens_per_s: float) -> float | None:
+    """`evaluate`, with a bar by batches and, when it is predicted to be long, a start line in the log."""
+    if not state.val:
+        return None
+    cfg, n_batches = state.cfg, len(state.val)
+    seconds = progress.predicted_eval_seconds(n_batches, cfg.micro_batch_size * cfg.data.seq_len,
+                                              state.world.world_size, tokens_per_s or 0.0)
+    if seconds is not None and seconds > progress.NOTE_SECONDS:
+        state.say(f"[cyan]eval[/] step {step}: {n_batches * state.world.world_size} batches (about {seconds:,.0f}s)")
+    with state.phases("eval", n_batches) as advance:
+        return evaluate(state, advance)
+
+
+def _save_shown(state: RunState, run_dir: Path, step: int, extra: dict[str, Any]) -> Path:
+    """`checkpoint.save`, with a bar by bytes on disk and, for a large checkpoint, a start line in the log."""
+    total = sum(t.numel() * t.element_size() for group in (state.model.state_dict(), state.optimizer.state_dict())
+                for t in checkpoint.tensors(group))
+    final = run_dir / checkpoint.CHECKPOINTS / checkpoint.step_dir_name(step)
+    if total > progress.NOTE_BYTES:
+        state.say(f"saving checkpoint step {step} ({total / 1e9:,.1f} GB) to {escape(str(final))}")
+    with state.phases("saving", total) as advance, \
+            progress.watch_folder((final.with_name(f"{final.name}-tmp"), final), advance):
+        return checkpoint.save(run_dir, step, state.model, state.optimizer, extra, state.cfg.keep_last_n,
+                               extra=state.carry)
+
+
 def train(cfg: TrainConfig, resume: bool = False, console: Console | None = None,
-          checked: Checked | None = None) -> TrainResult:
+          checked: Checked | None = None, phases: Phases | None = None) -> TrainResult:
     """Run (or resume) training; under torchrun, every rank calls this and rank 0 alone speaks. `checked`: what
     `preflight` found for this cfg and resume (the CLI runs it before the doctor gate); run here when not given."""
-    if not world_from_env().is_main:
-        console = Console(quiet=True)
-    console = console or Console(quiet=True)
-    say = console.print
+    main = world_from_env().is_main
+    console = console if main and console else Console(quiet=True)
     run_dir = Path(cfg.run_dir)
-    created = missing_dirs(run_dir)
-    lock = None
-    if world_from_env().is_main:  # one lock per job: a multi-node run_dir is one shared folder (lock.py)
+    if main:  # one lock per job: a multi-node run_dir is one shared folder (lock.py)
         check_output_dir(run_dir, "run_dir")
+    # a run that failed before writing anything leaves no run_dir (the lock removes the folders it made when empty)
+    with locked_new_dir(run_dir, "run_dir") if main else contextlib.nullcontext():
         try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ConfigError(f"cannot create run_dir {run_dir}: {e.strerror}") from None
-        lock = DirLock(run_dir, "run_dir")
-        try:
-            lock.acquire()
-        except BaseException:
-            remove_empty_dirs(created)
-            raise
-    try:
-        result = _train(cfg, resume, say, checked)
-        # The wrapped model (DDP's reducer, FSDP2's hooks and their last pending work objects) sits in reference
-        # cycles: free it now, while the process group is alive. Left to interpreter exit, gloo's work objects
-        # are torn down after the group and the process can die with SIGABRT after a run that succeeded.
-        gc.collect()
-        parallel.barrier()  # no rank tears its connections down while another still talks (gloo aborts then)
-        return result
-    finally:
-        try:
-            parallel.shutdown()
+            result = _run_loop(cfg, resume, console.print, checked, phases if main and phases else progress.silent)
+            # The wrapped model (DDP's reducer, FSDP2's hooks and their last pending work objects) sits in
+            # reference cycles: free it now, while the process group is alive. Left to interpreter exit, gloo's
+            # work objects are torn down after the group and the process can die with SIGABRT after a run that
+            # succeeded.
+            gc.collect()
+            parallel.barrier()  # no rank tears its connections down while another still talks (gloo aborts then)
+            return result
         finally:
-            if lock is not None:
-                lock.release()
-                remove_empty_dirs(created)  # a run that failed before writing anything leaves no run_dir
+            parallel.shutdown()
 
 
-def _train(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None) -> TrainResult:
-    s = setup(cfg, resume, say, checked)
+def _run_loop(cfg: TrainConfig, resume: bool, say: Any, checked: Checked | None, phases: Phases) -> TrainResult:
+    """Set up, then step until `hard_stop` or `steps`; logs, evals and saves on their intervals and at the end."""
+    state = setup(cfg, resume, say, checked)
+    state.phases = phases
     run_dir = Path(cfg.run_dir)
-    main = s.world.is_main
+    main = state.world.is_main
     if main:  # run_dir exists: train() made it before taking its lock
-        atomic_write_bytes(run_dir / "config.yaml", to_yaml(cfg).encode())
-        _trim_metrics(run_dir / "metrics.jsonl", s.step)
-    log = MetricsLog(run_dir, config_to_dict(cfg), cfg.wandb_project, cfg.tensorboard, warn=say) if main else None
+        _start_run_dir(run_dir, cfg, state.step)
+    log = (MetricsLog(run_dir, config_to_dict(cfg), cfg.wandb_project, cfg.tensorboard, warn=say, resume=resume)
+           if main else None)
     stop = cfg.hard_stop or cfg.steps
-    tokens_per_step = cfg.global_batch_size * cfg.data.seq_len
-    flops_tok = cfg.model.flops_per_token(cfg.data.seq_len)
-    peak = peak_flops(torch.cuda.get_device_name(s.device)) if s.device.type == "cuda" and s.amp else None
-    n_params = cfg.model.num_params()
-    par = cfg.parallel
-    where = (f"{s.world.world_size} processes ({par.dp}{', AC ' + par.ac if par.ac != 'none' else ''})"
-             if s.world.world_size > 1 else str(s.device))
-    precision = "bf16" if parallel.compute_dtype(cfg, s.device) else "fp32"
-    precision += ", float8 projections" if cfg.precision == "fp8" else ""
-    precision += ", bf16 weight copies" if isinstance(s.optimizer, MasterAdamW) and s.optimizer.copies else ""
-    precision += ", CUDA graph" if s.graph is not None else ""
-    say(f"[bold]olmo train[/] {n_params / 1e6:,.1f}M parameters on {where} "
-        f"({precision}, attention: {cfg.model.attn_backend}), steps {s.step}->{stop}, "
-        f"{cfg.global_batch_size} x {cfg.data.seq_len} tokens per step, "
-        f"grad accumulation {cfg.grad_accum(s.world.world_size)}")
-    result = TrainResult(run_dir, str(s.device), s.step, s.step)
-    t_start = time.perf_counter()
-    t_window, steps_window, t_first_done = t_start, 0, None
-    paused = paused_total = 0.0  # eval and checkpoint time, kept out of tokens/s
-    step = s.step
+    say(_banner(state, stop))
+    loop = _Loop(state, log, TrainResult(run_dir, str(state.device), state.step, state.step), stop)
     try:
-        while step < stop:
-            lr = lr_at(step, cfg.steps, cfg.optim)
-            loss_t, gnorm_t = train_step(s, s.loader.next_batch(), lr)
-            step += 1
-            s.tokens_seen += tokens_per_step
-            steps_window += 1
-            if t_first_done is None:
-                t_first_done = time.perf_counter()
-            if step % cfg.log_interval == 0 or step == stop:
-                loss, gnorm = loss_t.item(), gnorm_t.item()  # .item() waits for the GPU: time is real below
-                if not math.isfinite(loss):
-                    raise TrainingFailed(f"the loss became {loss} at step {step}; lower optim.lr or raise "
-                                         "optim.warmup_steps, then resume from the last checkpoint with --resume")
-                now = time.perf_counter()
-                tps = steps_window * tokens_per_step / max(now - t_window - paused, 1e-9)
-                t_window, steps_window, paused = now, 0, 0.0
-                util = mfu(tps, flops_tok, peak, s.world.world_size)
-                result.losses.append(loss)
-                if log:
-                    log.write({"step": step, "loss": loss, "lr": lr, "grad_norm": gnorm, "tokens": s.tokens_seen,
-                               "tokens_per_s": round(tps, 1), "mfu": None if util is None else round(util, 4)})
-                eta = (stop - step) * tokens_per_step / max(tps, 1e-9)
-                say(f"step {step:>6}/{stop}  loss {loss:.4f}  lr {lr:.2e}  grad norm {gnorm:.3f}  "
-                    f"{tps:,.0f} tok/s" + (f"  MFU {util:.1%}" if util is not None else "") + f"  ETA {eta:,.0f}s")
-            t_pause = time.perf_counter()
-            if (cfg.eval_interval and step % cfg.eval_interval == 0) or step == stop:
-                ev = evaluate(s)
-                if ev is not None:
-                    result.eval_loss = ev
-                    if log:
-                        log.write({"step": step, "eval_loss": ev, "eval_ppl": math.exp(min(ev, 50.0))})
-                    say(f"[cyan]eval[/] step {step}: loss {ev:.4f}, perplexity {math.exp(min(ev, 50.0)):,.2f}")
-            if step % cfg.save_interval == 0 or step == stop:
-                state = {"tokens_seen": s.tokens_seen, "data_loader": s.loader.state_dict(),
-                         "config": config_to_dict(cfg), "world_size": s.world.world_size}
-                result.checkpoint = checkpoint.save(run_dir, step, s.model, s.optimizer, state, cfg.keep_last_n,
-                                                    extra=s.carry)
-                say(f"saved {escape(str(result.checkpoint))}")
-            paused += time.perf_counter() - t_pause
-            paused_total += time.perf_counter() - t_pause
-    except KeyboardInterrupt:
-        last = checkpoint.latest(run_dir)
-        say(f"[yellow]interrupted at step {step}[/]; " + (f"resume from {last.name} with --resume" if last else
-                                                           "no checkpoint was written yet"))
-        raise
+        loop.run()
     finally:
         if log:
             log.close()
-    result.step = step
-    result.seconds = time.perf_counter() - t_start
-    done = step - s.step
-    if done > 1 and t_first_done is not None:
-        busy = time.perf_counter() - t_first_done - paused_total
-        result.tokens_per_s = (done - 1) * tokens_per_step / max(busy, 1e-9)
-    elif done == 1:
-        result.tokens_per_s = tokens_per_step / max(result.seconds, 1e-9)
+    result = loop.result
+    result.step = loop.step
+    result.seconds, result.tokens_per_s = loop.clock.run_totals(loop.step - state.step)
     return result
 
 
-def describe(cfg: TrainConfig) -> dict[str, Any]:
+def _banner(state: RunState, stop: int) -> str:
+    """The run's first line: its size, where and how it trains, and its steps."""
+    cfg, world = state.cfg, state.world
+    par = cfg.parallel
+    where = (f"{world.world_size} processes ({par.dp}{', AC ' + par.ac if par.ac != 'none' else ''})"
+             if world.world_size > 1 else str(state.device))
+    return (f"[bold]olmo train[/] {cfg.model.num_params() / 1e6:,.1f}M parameters on {where} "
+            f"({_precision_words(state)}, attention: {cfg.model.attn_backend}), steps {state.step}->{stop}, "
+            f"{cfg.global_batch_size} x {cfg.data.seq_len} tokens per step, "
+            f"grad accumulation {cfg.grad_accum(world.world_size)}")
+
+
+def _precision_words(state: RunState) -> str:
+    """How the run computes, for its first line: e.g. "bf16, bf16 weight copies, CUDA graph"."""
+    cfg = state.cfg
+    words = ["bf16" if parallel.compute_dtype(cfg, state.device) else "fp32"]
+    optional = (("float8 projections", cfg.precision == "fp8"),
+                ("bf16 weight copies", isinstance(state.optimizer, MasterAdamW) and bool(state.optimizer.copies)),
+                ("CUDA graph", state.graph is not None))
+    return ", ".join(words + [word for word, on in optional if on])
+
+
+class _Loop:
+    """The steps of one run from `state.step` to `stop`, with what their log lines need: the metrics log, the
+    result being filled in, the throughput clock (started when the loop is made) and the GPU's peak (for MFU)."""
+
+    def __init__(self, state: RunState, log: MetricsLog | None, result: TrainResult, stop: int):
+        self.state, self.log, self.result, self.stop = state, log, result, stop
+        self.step = state.step
+        self.flops_per_token = state.cfg.flops_per_token()
+        self.peak = (peak_flops(torch.cuda.get_device_name(state.device))
+                     if state.device.type == "cuda" and state.amp else None)
+        self.clock = Throughput(state.cfg.tokens_per_step)
+
+    def run(self) -> None:
+        state, cfg = self.state, self.state.cfg
+        try:
+            while self.step < self.stop:
+                lr = lr_at(self.step, cfg.steps, cfg.optim)
+                loss, grad_norm = train_step(state, state.loader.next_batch(), lr)
+                self.step += 1
+                state.tokens_seen += cfg.tokens_per_step
+                self.clock.step_done()
+                if self.step % cfg.log_interval == 0 or self.step == self.stop:
+                    self._log_step(lr, loss, grad_norm)
+                with self.clock.paused():  # eval and checkpoint time, kept out of tokens/s
+                    self._eval_and_save()
+        except KeyboardInterrupt:
+            last = checkpoint.latest(Path(cfg.run_dir))
+            state.say(f"[yellow]interrupted at step {self.step}[/]; "
+                      + (f"resume from {last.name} with --resume" if last else "no checkpoint was written yet"))
+            raise
+
+    def _log_step(self, lr: float, loss_t: torch.Tensor, grad_norm_t: torch.Tensor) -> None:
+        step, state = self.step, self.state
+        loss, grad_norm = loss_t.item(), grad_norm_t.item()  # .item() waits for the GPU: time is real below
+        if not math.isfinite(loss):
+            raise TrainingFailed(f"the loss became {loss} at step {step}; lower optim.lr or raise "
+                                 "optim.warmup_steps, then resume from the last checkpoint with --resume")
+        tokens_per_s = self.clock.close_window()
+        util = mfu(tokens_per_s, self.flops_per_token, self.peak, state.world.world_size)
+        self.result.losses.append(loss)
+        if self.log:
+            self.log.write({"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
+                            "tokens": state.tokens_seen, "tokens_per_s": round(tokens_per_s, 1),
+                            "mfu": None if util is None else round(util, 4)})
+        eta = self.clock.eta(self.stop - step)
+        state.say(f"step {step:>6}/{self.stop}  loss {loss:.4f}  lr {lr:.2e}  grad norm {grad_norm:.3f}  "
+                  f"{tokens_per_s:,.0f} tok/s" + (f"  MFU {util:.1%}" if util is not None else "")
+                  + f"  ETA {eta:,.0f}s")
+
+    def _eval_and_save(self) -> None:
+        step, cfg = self.step, self.state.cfg
+        if (cfg.eval_interval and step % cfg.eval_interval == 0) or step == self.stop:
+            self._eval()
+        if step % cfg.save_interval == 0 or step == self.stop:
+            self._save()
+
+    def _eval(self) -> None:
+        step, state = self.step, self.state
+        eval_loss = _evaluate_shown(state, step, self.clock.last_rate)
+        if eval_loss is None:
+            return
+        self.result.eval_loss = eval_loss
+        perplexity = math.exp(min(eval_loss, 50.0))
+        if self.log:
+            self.log.write({"step": step, "eval_loss": eval_loss, "eval_ppl": perplexity})
+        state.say(f"[cyan]eval[/] step {step}: loss {eval_loss:.4f}, perplexity {perplexity:,.2f}")
+
+    def _save(self) -> None:
+        state = self.state
+        extra = {"tokens_seen": state.tokens_seen, "data_loader": state.loader.state_dict(),
+                 "config": config_to_dict(state.cfg), "world_size": state.world.world_size}
+        self.result.checkpoint = _save_shown(state, Path(state.cfg.run_dir), self.step, extra)
+        state.say(f"saved {escape(str(self.result.checkpoint))}")
+
+
+def dry_run_summary(cfg: TrainConfig) -> dict[str, Any]:
     """A short summary of a config for `olmo train --dry-run`."""
     return {"parameters": cfg.model.num_params(), "non_embedding_parameters": cfg.model.num_params(False),
-            "flops_per_token": cfg.model.flops_per_token(cfg.data.seq_len),
-            "tokens_per_step": cfg.global_batch_size * cfg.data.seq_len,
+            "flops_per_token": cfg.flops_per_token(), "tokens_per_step": cfg.tokens_per_step,
             "config": dataclasses.asdict(cfg)}

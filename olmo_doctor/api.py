@@ -14,7 +14,7 @@ from olmo_doctor.envplan import EnvVar, recommend
 from olmo_doctor.errors import UsageError
 from olmo_doctor.facts import Facts, clean
 from olmo_doctor.findings import Finding, exit_code
-from olmo_doctor.rules.engine import run_rules
+from olmo_doctor.rules.engine import link_roots, run_rules
 
 SCOPES = ("install", "train", "all")
 DEVICES = ("cuda", "cpu")
@@ -70,26 +70,62 @@ def run_check(
     if scope == "train" and plan_device is None:
         plan_device = "cuda"  # a training check is about a GPU run unless told otherwise
     start = time.perf_counter()
-    if facts is None:
-        facts = gather_facts(from_report, deep=deep, plan_device=plan_device)
-    else:
-        facts = {**facts, "plan.device": plan_device if plan_device is not None else facts.get("plan.device")}
-    log = ""
-    if nccl:
-        if from_report is not None:
-            raise UsageError("--nccl measures this machine's GPUs; it cannot be combined with --from-report")
-        from olmo_doctor.nccl.probe import probe as nccl_probe
-
-        measured = nccl_probe(facts)
-        log = str(measured.pop("nccl.log", "") or "")
-        facts.update(measured)
+    facts, extra = _gather(facts, from_report, plan_device, deep)
+    log = _all_reduce(facts, from_report) if nccl else ""
     facts = clean(facts)  # also facts handed in by a caller, and the all-reduce's
+    findings = _judge(facts, scope, log)
+    env = recommend(facts)
+    if from_report is not None:
+        from olmo_doctor.rules.unjudged import not_judged
+
+        extra["not_judged"] = not_judged(facts, scope)
+    return CheckResult(facts, findings, env, scope, time.perf_counter() - start,
+                       str(from_report) if from_report else None, extra)
+
+
+def _gather(facts: Facts | None, from_report: str | Path | None, plan_device: str | None,
+            deep: bool) -> tuple[Facts, dict[str, object]]:
+    """The facts to judge: handed in by the caller, read from a report, or probed on this machine."""
+    if facts is not None:
+        return {**facts, "plan.device": plan_device if plan_device is not None else facts.get("plan.device")}, {}
+    if from_report is not None:
+        return _report(from_report, plan_device)
+    return gather_facts(from_report, deep=deep, plan_device=plan_device), {}
+
+
+def _all_reduce(facts: Facts, from_report: str | Path | None) -> str:
+    """Run a real all-reduce over this machine's GPUs, adding what it measured to facts; its log."""
+    if from_report is not None:
+        raise UsageError("--nccl measures this machine's GPUs; it cannot be combined with --from-report")
+    from olmo_doctor.nccl.probe import probe as nccl_probe
+
+    measured = nccl_probe(facts)
+    log = str(measured.pop("nccl.log", "") or "")
+    facts.update(measured)
+    return log
+
+
+def _judge(facts: Facts, scope: str, log: str) -> list[Finding]:
+    """The rules' findings, the build refusals for an install check, and the cause a failed all-reduce's log names."""
     findings = run_rules(facts, scope=scope)
+    if scope == "install":  # the refusals `build-kernels --package all` would give, BK codes included
+        from olmo_doctor.build.verdict import build_findings
+
+        findings = link_roots(findings + build_findings(facts, findings))
     if log and (facts.get("nccl.hang") or facts.get("nccl.error")):
         findings += _diagnose_log(log, facts, {f.code for f in findings})
-    env = recommend(facts)
-    return CheckResult(facts, findings, env, scope, time.perf_counter() - start,
-                       str(from_report) if from_report else None)
+    return findings
+
+
+def _report(path: str | Path, plan_device: str | None) -> tuple[Facts, dict[str, object]]:
+    """Facts of a report and, for `--json`, the line each was read from."""
+    if plan_device is not None and plan_device not in DEVICES:
+        raise UsageError(f"unknown device '{plan_device}'; use one of {', '.join(DEVICES)}")
+    from olmo_doctor.report import read_report
+
+    facts, sources = read_report(path)
+    facts["plan.device"] = plan_device
+    return facts, {"sources": {k: v.to_json() for k, v in sources.items()}}
 
 
 def _diagnose_log(log: str, facts: Facts, seen: set[str]) -> list[Finding]:

@@ -95,12 +95,33 @@ FACT_KEYS: dict[str, str] = {
     "ulimit.nofile.hard": "hard open-files limit (-1 = unlimited)",
     "ulimit.memlock.soft": "soft locked-memory limit in bytes (-1 = unlimited)",
     "ulimit.memlock.hard": "hard locked-memory limit in bytes (-1 = unlimited)",
+    "ulimit.as.soft": "soft address-space limit in bytes (ulimit -v; -1 = unlimited)",
+    "ulimit.as.hard": "hard address-space limit in bytes (-1 = unlimited)",
+    "ulimit.data.soft": "soft data-segment limit in bytes (ulimit -d; counts private memory maps; -1 = unlimited)",
+    "ulimit.data.hard": "hard data-segment limit in bytes (-1 = unlimited)",
+    "ulimit.fsize.soft": "soft file-size limit in bytes (ulimit -f; -1 = unlimited)",
+    "ulimit.fsize.hard": "hard file-size limit in bytes (-1 = unlimited)",
+    "ulimit.cpu.soft": "soft CPU-time limit in seconds (ulimit -t; -1 = unlimited)",
+    "ulimit.cpu.hard": "hard CPU-time limit in seconds (-1 = unlimited)",
+    "ulimit.nproc.soft": "soft limit on the user's processes and threads (ulimit -u; -1 = unlimited)",
+    "ulimit.nproc.hard": "hard limit on the user's processes and threads (-1 = unlimited)",
+    "ulimit.stack.soft": "soft stack-size limit in bytes (ulimit -s; -1 = unlimited)",
+    "ulimit.stack.hard": "hard stack-size limit in bytes (-1 = unlimited)",
+    "user.is_root": "whether the checking process runs as root (exempt from the process limit)",
     "shm.size_gb": "size of /dev/shm in GB",
     "disk.free_gb": "lowest free space in GB among the venv, pip cache and TMPDIR",
     "disk.free_gb.venv": "free space where the Python environment lives",
     "disk.free_gb.pip_cache": "free space of the pip cache",
     "disk.free_gb.tmp": "free space of TMPDIR",
     "infiniband.present": "true when /sys/class/infiniband has devices",
+    "net.interfaces": "network interfaces with an IPv4 or IPv6 address (probed when NCCL_SOCKET_IFNAME or "
+                      "GLOO_SOCKET_IFNAME is set)",
+    # folders training and builds write into (probed by writing a file there and removing it)
+    "paths.inductor_cache": "the folder torch.compile (inductor) caches compiled code in (TORCHINDUCTOR_CACHE_DIR)",
+    "paths.inductor_cache_error": "why that folder cannot be used (not a folder, not writable, mounted noexec)",
+    "paths.triton_cache": "the folder Triton caches compiled kernels in (TRITON_CACHE_DIR, else ~/.triton/cache)",
+    "paths.triton_cache_error": "why that folder cannot be used",
+    "paths.tmpdir_error": "why the folder TMPDIR names cannot hold temporary files (nvcc and ninja write there)",
     # OS
     "os.name": "pretty OS name, e.g. 'Ubuntu 24.04.3 LTS'",
     "os.kernel": "kernel release",
@@ -121,7 +142,12 @@ FACT_KEYS: dict[str, str] = {
     "ccache.path": "path of ccache when installed (build-kernels routes nvcc through it via PYTORCH_NVCC)",
     "python.unmet_requirements": "requirements of installed distributions that are missing or at an excluded version, "
     "one '<dist> <version> requires <requirement>; has <version>|missing' line each (what pip check reports)",
+    "python.pythonpath": "the absolute PYTHONPATH entries the probes' Python subprocesses import with",
+    "python.pythonpath_ignored": "PYTHONPATH entries naming the working folder (empty, '.', relative), dropped",
+    "path.ignored_entries": "PATH entries naming the working folder (empty, '.', relative): ignored for tools",
     "python.invalid_versions": "installed distributions whose versions are not PEP 440 (pip >= 24.1 rejects them)",
+    "python.packages": "other Python packages a report states, as 'name==version' (transformers, deepspeed, vllm, "
+    "triton, numpy, tokenizers, ...); a probe reads installed distributions itself",
     "olmo.module_origin": "which distribution provides the importable `olmo` module",
     # torch
     "torch.version": "installed torch version, e.g. '2.11.0+cu130'",
@@ -133,6 +159,11 @@ FACT_KEYS: dict[str, str] = {
     "torch.arch_list": "architectures in torch's binary, e.g. ['sm_80', 'sm_90']",
     "torch.cuda_available": "torch.cuda.is_available()",
     "torch.import_error": "the error torch raised on import, if it failed",
+    "torch.cuda_init_error": "why CUDA did not start in torch (its warning or error, first line), if it did not",
+    "torch.cuda_device_count": "GPUs torch sees (torch.cuda.device_count())",
+    "torch.cuda_exercised": "GPUs on which an allocation and a small matmul succeeded",
+    "torch.cuda_exercise_error": "the first error of that allocation or matmul, prefixed with the device",
+    "torch.alloc_conf_error": "torch's error parsing PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF, if any",
     # kernels
     "flash_attn.version": "installed flash-attn version",
     "flash_attn.import_ok": "whether flash_attn's CUDA extension imports against this torch",
@@ -165,10 +196,34 @@ FACT_KEYS: dict[str, str] = {
     "env.NCCL_SOCKET_IFNAME": "as set in the environment (the interfaces NCCL may use)",
     "env.LD_LIBRARY_PATH": "as set in the environment",
     "env.CUDA_VISIBLE_DEVICES": "as set in the environment ('' hides every GPU from CUDA)",
+    "env.NCCL_IB_HCA": "as set in the environment (the RDMA devices and ports NCCL may use)",
+    "env.NCCL_NET": "as set in the environment (the network transport NCCL must use: IB, Socket or a plugin)",
+    "env.NCCL_SOCKET_FAMILY": "as set in the environment (AF_INET or AF_INET6)",
+    "env.NCCL_P2P_LEVEL": "as set in the environment",
+    "env.NCCL_IB_GID_INDEX": "as set in the environment",
+    "env.NCCL_DEBUG": "as set in the environment",
+    "env.GLOO_SOCKET_IFNAME": "as set in the environment (the interfaces gloo may use: exact names)",
+    "env.PYTORCH_CUDA_ALLOC_CONF": "as set in the environment (the CUDA caching allocator's options)",
+    "env.PYTORCH_ALLOC_CONF": "as set in the environment (the allocator options, torch >= 2.9)",
+    "env.TORCHINDUCTOR_CACHE_DIR": "as set in the environment",
+    "env.TRITON_CACHE_DIR": "as set in the environment",
+    "env.TMPDIR": "as set in the environment",
+    "env.CUDA_LAUNCH_BLOCKING": "as set in the environment (1 makes every CUDA launch synchronous)",
+    "env.PYTORCH_NO_CUDA_MEMORY_CACHING": "as set in the environment (any value turns torch's caching allocator off)",
+    "env.TORCH_DISTRIBUTED_DEBUG": "as set in the environment (OFF, INFO or DETAIL)",
+    "env.TORCH_CUDA_SANITIZER": "as set in the environment (any value turns CUDA Sanitizer on)",
+    "env.OMP_NUM_THREADS": "as set in the environment (OpenMP threads per process; torchrun keeps a value set)",
+    "env.LD_PRELOAD": "as set in the environment (libraries the dynamic loader loads into every process first)",
+    "loader.preload_error": "what the dynamic loader said about LD_PRELOAD in a Python process started here (the "
+                            "torch worker), first line",
+    "paths.shm": "the shared-memory folder (/dev/shm) multiprocessing and NCCL create their segments in",
+    "paths.shm_error": "why a file cannot be created there, if it cannot",
     # what the user plans to do (set by options, not probed)
     "plan.device": "device the planned training run uses: 'cuda', 'cpu', or null when unknown",
     "plan.data_workers": "DataLoader workers the planned run uses",
+    "plan.fleet": "true when the facts are one node of a job of several (check --fleet, compare)",
     "probe.error": "a probe that failed unexpectedly (a bug report is welcome)",
+    "process.error": "the error a run stopped with, when `olmo`'s error path asks the doctor about it (not probed)",
     "facts.refused": "fact keys dropped (made unknown) because their values held control characters",
     "facts.partial": "true when the facts were read from a report: a key it did not state is unknown, not absent",
     # check --nccl: a real all-reduce over the visible GPUs
@@ -198,14 +253,19 @@ FACT_KEYS: dict[str, str] = {
 }
 
 
+def _documented_gpu_key(parts: list[str]) -> str:
+    """gpu.3.name -> gpu.N.name; gpu.0.nvlink.7.state -> gpu.N.nvlink.L.state."""
+    parts[1] = "N"
+    if len(parts) == 5 and parts[2] == "nvlink" and parts[3].isdigit():
+        parts[3] = "L"
+    return ".".join(parts)
+
+
 def documented_key(key: str) -> str:
     """Map a concrete key to its documented form: gpu.3.name -> gpu.N.name."""
     parts = key.split(".")
     if len(parts) >= 3 and parts[0] == "gpu" and parts[1].isdigit():
-        parts[1] = "N"
-        if len(parts) == 5 and parts[2] == "nvlink" and parts[3].isdigit():
-            parts[3] = "L"  # gpu.0.nvlink.7.state -> gpu.N.nvlink.L.state
-        return ".".join(parts)
+        return _documented_gpu_key(parts)
     if len(parts) == 4 and parts[0] == "ib":
         return ".".join(["ib", "DEV", "PORT", parts[3]])
     return key
@@ -279,13 +339,21 @@ def clean(facts: Mapping[str, FactValue]) -> Facts:
     for key, value in facts.items():
         if key == "facts.refused":
             continue
-        if not isinstance(key, str) or has_control(key) or len(key) > MAX_VALUE:
+        if _bad_key(key):
             refused.append(repr(key[:80])[1:-1] if isinstance(key, str) else repr(key)[:80])
-            continue
-        if _tainted(value) or (key.endswith(".version") and isinstance(value, str) and len(value) > MAX_VERSION):
+        elif _bad_value(key, value):
             out[key] = None
             refused.append(key)
         else:
             out[key] = value
     out["facts.refused"] = sorted(set(refused)) or None
     return out
+
+
+def _bad_key(key: object) -> bool:
+    return not isinstance(key, str) or has_control(key) or len(key) > MAX_VALUE
+
+
+def _bad_value(key: str, value: FactValue) -> bool:
+    """A value holding a control character, too long to be real, or a version longer than any real one."""
+    return _tainted(value) or (key.endswith(".version") and isinstance(value, str) and len(value) > MAX_VERSION)

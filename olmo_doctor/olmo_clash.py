@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import sys
 
+# loaded before anything else: the words for a process that runs out of room must not need room to import
+from olmo_doctor.live_faults import exit_on_limit, memory_error_of
+
 
 def foreign_origin() -> str | None:
     """The distribution (or folder) `import olmo` would load when it is not this project's trainer."""
@@ -37,7 +40,12 @@ def clash_line(origin: str) -> str:
 
 
 def olmo_main() -> None:
-    """The `olmo` console script: refuse in one line when `olmo` is someone else's, else run the real CLI."""
+    """The `olmo` console script: refuse in one line when `olmo` is someone else's, else run the real CLI; a
+    memory limit too small for any of it (an import that cannot map its library) is named in one line."""
+    exit_on_limit("olmo", _olmo_main)
+
+
+def _olmo_main() -> None:
     origin = foreign_origin()
     if origin is not None:
         print(f"olmo: {clash_line(origin)}", file=sys.stderr)
@@ -45,6 +53,8 @@ def olmo_main() -> None:
     try:
         from olmo.cli.main import main
     except ImportError as e:  # ai2-olmo installed over our files in the same site-packages: same origin, broken
+        if memory_error_of(e) is not None:  # a library that could not be mapped: exit_on_limit names the limit
+            raise
         from importlib import metadata
 
         try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 USER = "<user>"
@@ -61,17 +62,37 @@ def redact_text(text: str, homes: list[re.Pattern[str]], name: re.Pattern[str] |
     return re.sub(r"\S+", lambda m: name.sub(USER, m[0]) if _PATHLIKE.search(m[0]) else m[0], text)
 
 
+def _as_list(names: str | list[str]) -> list[str]:
+    return [names] if isinstance(names, str) else names
+
+
+def _host_tokens(hosts: list[str] | None) -> list[re.Pattern[str]]:
+    """This machine's names of 3+ characters as tokens, longest first."""
+    host_names = [h for h in dict.fromkeys(hosts or []) if len(h) >= 3 and h.lower() not in _GENERIC_HOSTS]
+    # as written (host names are compared case-blind by DNS, but `Node` is also a word in messages)
+    return [re.compile(_token(h).pattern) for h in sorted(host_names, key=len, reverse=True)]
+
+
+def _walk(v: Any, text: Callable[[str], str]) -> Any:
+    """v with text() applied to every string inside it (dict keys left as they are)."""
+    if isinstance(v, str):
+        return text(v)
+    if isinstance(v, dict):
+        return {k: _walk(x, text) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_walk(x, text) for x in v]
+    return v
+
+
 def redact(value: Any, home: str | list[str], user: str | list[str], hosts: list[str] | None = None) -> Any:
     """`value` with every string redacted (dict keys are our own fact names and stay as they are).
 
     `user`: the account name, or every name the user goes by (login, passwd entry, SUDO_USER); `hosts`: this
     machine's names (a short name of 3+ characters is redacted as a token, like a long user name)."""
-    homes = [p for h in ([home] if isinstance(home, str) else home) if h and h != "/" if (p := _home(_nfc(h)))]
-    users = [u for u in dict.fromkeys([user] if isinstance(user, str) else user) if u and u not in _GENERIC]
+    homes = [p for h in _as_list(home) if h and h != "/" if (p := _home(_nfc(h)))]
+    users = [u for u in dict.fromkeys(_as_list(user)) if u and u not in _GENERIC]
     names = [(_token(u), len(u) <= SHORT) for u in sorted(users, key=len, reverse=True)]
-    host_names = [h for h in dict.fromkeys(hosts or []) if len(h) >= 3 and h.lower() not in _GENERIC_HOSTS]
-    # as written (host names are compared case-blind by DNS, but `Node` is also a word in messages)
-    host_tokens = [re.compile(_token(h).pattern) for h in sorted(host_names, key=len, reverse=True)]
+    host_tokens = _host_tokens(hosts)
 
     def text(v: str) -> str:
         v = redact_text(_nfc(v), homes, None, False)
@@ -81,13 +102,4 @@ def redact(value: Any, home: str | list[str], user: str | list[str], hosts: list
             v = redact_text(v, [], name, short)
         return v
 
-    def walk(v: Any) -> Any:
-        if isinstance(v, str):
-            return text(v)
-        if isinstance(v, dict):
-            return {k: walk(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [walk(x) for x in v]
-        return v
-
-    return walk(value)
+    return _walk(value, text)

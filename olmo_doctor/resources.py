@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
+
+from olmo_common.atomic import atomic_write
+from olmo_common.bounded.data import load_json
 
 _PKG = Path(__file__).resolve().parent
 
@@ -18,32 +20,10 @@ def data_dir(name: str) -> Path:
     raise FileNotFoundError(f"olmo-doctor data folder '{name}' not found next to {_PKG}")
 
 
-def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write a temp file next to `path`, fsync, rename: readers see the old bytes or the new, never half."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        try:
-            view = memoryview(data)
-            while view:  # os.write may write less than asked; a full disk raises OSError(ENOSPC) here
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError) and e.filename is None:  # os.write names no file: say which one failed
-            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
-        raise
-
-
 def read_cache(path: Path) -> object | None:
     """A JSON value cached at `path`, or None when absent or unreadable (a cache is never an error)."""
     try:
-        return json.loads(path.read_text())
+        return load_json(path, "cache entry")
     except (OSError, ValueError, RecursionError):
         return None
 

@@ -6,11 +6,11 @@ on fixtures without the tools installed.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+from olmo_doctor.isolation import child_env, which
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ Runner = Callable[[Sequence[str]], Result]
 
 def run(argv: Sequence[str], timeout: float = 10.0, env: Mapping[str, str] | None = None) -> Result:
     """Run argv (no shell) and capture its output; a missing tool or a timeout gives ok=False."""
-    exe = argv[0] if os.path.isabs(argv[0]) else shutil.which(argv[0])
+    exe = which(argv[0])  # PATH's absolute entries only: never a tool from the working folder
     if exe is None:
         return MISSING
     try:
@@ -40,7 +40,7 @@ def run(argv: Sequence[str], timeout: float = 10.0, env: Mapping[str, str] | Non
             text=True,
             errors="replace",
             timeout=timeout,
-            env=dict(env) if env is not None else None,
+            env=child_env(user_paths=True, base=env),
             stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.SubprocessError):

@@ -4,7 +4,7 @@ Every line we emit for a shell to run (`olmo-doctor env` in each format, `.olmo-
 commands `check` and `fix` print) is built here, because a value is data: a GPU name, a CUDA_HOME or a path from
 a report may hold `$(...)`, quotes, `;` or a newline, and must reach the shell as one literal word.
 
-    quote(value, shell)         one word for bash (POSIX sh), fish or a dotenv file
+    quote(value, shell)         one word for bash (also zsh, dash and fish), fish or a dotenv file
     comment(text)               text safe after `#`: control characters and line separators become spaces
     env_line(name, value, why)  `export NAME='value'  # why` (or the fish / dotenv form)
     fill(pieces)                a command template's literals and values, each value quoted for where it sits
@@ -25,9 +25,12 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLAIN = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
 # Characters that end or rewrite a line: C0/C1 controls (NUL, CR, LF, ESC, U+0085, DEL), the Unicode line and
 # paragraph separators (the only characters of categories Zl and Zp), and the bidirectional overrides and marks
-# that make a terminal or editor show text other than what runs.
+# that make a terminal or editor show text other than what runs. And lone surrogates: a byte of an environment
+# value or a path that is not UTF-8 reaches Python as one (surrogateescape), or a report's JSON can spell one;
+# no text encoding can write it, so it can be neither quoted for a shell nor printed as written.
 _BIDI = "\u200e\u200f\u202a-\u202e\u2066-\u2069"
-CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_BIDI}\ufeff]")
+CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_BIDI}\ufeff\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class UnsafeValue(ValueError):
@@ -39,7 +42,9 @@ def has_control(text: str) -> bool:
 
 
 def quote(value: str, shell: str = "bash") -> str:
-    """`value` as one literal word for `shell` (bash: POSIX sh; dotenv: POSIX too, as `set -a; . .env` reads it)."""
+    """`value` as one literal word for `shell`. bash: a word bash, zsh, dash and fish all read as `value` (so a
+    printed command can be pasted into any of them); fish: fish's own single quotes; dotenv: POSIX, as
+    `set -a; . .env` reads it."""
     if shell not in SHELLS:
         raise ValueError(f"unknown shell {shell!r}; one of {', '.join(SHELLS)}")
     if has_control(value):
@@ -48,7 +53,16 @@ def quote(value: str, shell: str = "bash") -> str:
         return value
     if shell == "fish":  # fish single quotes know two escapes: \\ and \'
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if shell == "bash":
+        return _any_shell(value)
     return shlex.quote(value)
+
+
+def _any_shell(value: str) -> str:
+    """One word for POSIX shells and fish alike: everything but ' and \\ in single quotes (literal in both), each '
+    as "'" and each \\ as "\\\\" (the same in both, where fish's single quotes would read \\' and \\\\ as escapes)."""
+    parts = re.split(r"(['\\])", value)
+    return "".join({"'": "\"'\"", "\\": '"\\\\"'}.get(p, f"'{p}'") for p in parts if p) or "''"
 
 
 def comment(text: str) -> str:
@@ -71,29 +85,58 @@ def env_line(name: str, value: str, reason: str = "", shell: str = "bash") -> st
     return f"{line}  # {why}" if why and shell != "dotenv" else line
 
 
-def fill(pieces: Iterable[tuple[str, str | None]]) -> str:
+def fill(pieces: Iterable[tuple[str, str | list[str] | None]]) -> str:
     """A POSIX command from (literal, value) pairs: each value quoted for the context the literals leave it in.
 
     Outside quotes a value is shlex-quoted; inside '...' or "..." the quote is closed, the value quoted, and the
     quote reopened; after a `#` comment starts, the value is only made one line. Plain values are left as they are,
-    so `export CUDA_HOME=/usr/local/cuda-13.0` prints as written."""
+    so `export CUDA_HOME=/usr/local/cuda-13.0` prints as written. A list is several words, each quoted on its own
+    (inside quotes or a comment it is one value, its items separated by spaces)."""
     out: list[str] = []
     state = "none"  # none, single, double, comment
     for literal, value in pieces:
         state = _scan(literal, state, out[-1][-1:] if out else "")
         out.append(literal)
-        if value is None:
-            continue
-        if state == "comment":
-            out.append(comment(value))
-        elif has_control(value):
-            out.append("unknown")  # the facts layer drops these; never let one reach a command line
-        elif value and _PLAIN.match(value):
-            out.append(value)
-        else:
-            q = shlex.quote(value)
-            out.append({"none": q, "single": f"'{q}'", "double": f'"{q}"'}[state])
+        if value is not None:
+            out.append(_quoted_for(value, state))
     return "".join(out)
+
+
+def _quoted_for(value: str | list[str], state: str) -> str:
+    """A template value as command text where the literals before it leave the quoting `state`."""
+    if isinstance(value, list):
+        if state == "none":
+            return " ".join(_word(v) for v in value) if value else "''"
+        value = " ".join(value)
+    if state == "comment":
+        return comment(value)
+    if has_control(value):
+        return "unknown"  # the facts layer drops these; never let one reach a command line
+    if value and _PLAIN.match(value):
+        return value
+    q = quote(value)
+    return {"none": q, "single": f"'{q}'", "double": f'"{q}"'}[state]
+
+
+def _word(value: str) -> str:
+    """One shell word outside quotes (a control character never reaches a command line)."""
+    if has_control(value):
+        return "unknown"
+    return value if value and _PLAIN.match(value) else shlex.quote(value)
+
+
+_CLOSES = {"comment": "\n", "single": "'"}  # what ends a comment or single quotes (no escapes inside)
+
+
+def _opens(c: str, prev: str) -> str:
+    """What an unquoted character starts: single or double quotes, a comment (a # that starts a word), or none."""
+    if c == "'":
+        return "single"
+    if c == '"':
+        return "double"
+    if c == "#" and (not prev or prev.isspace() or prev in ";&|()"):
+        return "comment"
+    return "none"
 
 
 def _scan(text: str, state: str, before: str) -> str:
@@ -101,26 +144,13 @@ def _scan(text: str, state: str, before: str) -> str:
     i = 0
     while i < len(text):
         c = text[i]
-        if state == "comment":
-            if c == "\n":
-                state = "none"
-        elif state == "single":
-            if c == "'":
-                state = "none"
+        if state in _CLOSES:
+            state = "none" if c == _CLOSES[state] else state
+        elif c == "\\":  # outside quotes and in double quotes: the next character is escaped
+            i += 1
         elif state == "double":
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                state = "none"
+            state = "none" if c == '"' else state
         else:
-            prev = text[i - 1] if i else before
-            if c == "\\":
-                i += 1
-            elif c == "'":
-                state = "single"
-            elif c == '"':
-                state = "double"
-            elif c == "#" and (not prev or prev.isspace() or prev in ";&|()"):
-                state = "comment"
+            state = _opens(c, text[i - 1] if i else before)
         i += 1
     return state

@@ -8,8 +8,6 @@ least one of these when a pattern has an unbounded repeat that can scan past whe
 
 from __future__ import annotations
 
-import re
-
 try:  # Python >= 3.11
     import re._constants as _c
     import re._parser as _parser
@@ -142,20 +140,6 @@ def near_misses(pattern: str, size: int = 1 << 20) -> dict[str, str]:
     return {k: v for k, v in lines.items() if v}
 
 
-def slowest(pattern: re.Pattern[str], size: int = 1 << 20) -> tuple[float, str]:
-    """The longest time one search took on this pattern's near-miss lines, and which line it was."""
-    import time
-
-    worst, name = 0.0, ""
-    for label, line in near_misses(pattern.pattern, size).items():
-        start = time.perf_counter()
-        pattern.search(line)
-        took = time.perf_counter() - start
-        if took > worst:
-            worst, name = took, label
-    return worst, name
-
-
 def write_adversarial_log(path: Any, megabytes: int = 50, patterns: list[str] | None = None) -> None:
     """A hostile log of about `megabytes` MB: near-miss lines of every pattern (short and 4 KB long), one huge
     line without a newline, an ANSI escape storm, carriage-return progress bars, and a real cause at the end."""
@@ -187,3 +171,24 @@ def write_adversarial_log(path: Any, megabytes: int = 50, patterns: list[str] | 
         out.write(storm * (int(target * 0.15) // len(storm)) + b"\n")  # one redrawn progress bar
         out.write((b"\x1b[0m\x1b]0;title\x07\x1b[1;32m" * 40 + b"\n") * (int(target * 0.15) // 1000))
         out.write(b"c++: fatal error: Killed signal terminated program cc1plus\n")
+
+
+def write_near_miss_flood(path: Any, megabytes: int = 64) -> None:
+    """Distinct lines that each carry the required words of every signature (so every line passes the prefilter
+    for every signature and no cache helps), then a real cause as the last line: the log that made the scan cost
+    one regex pass per signature per line before its work budget."""
+    import random
+
+    from olmo_doctor.diagnose.literals import candidates
+    from olmo_doctor.rules.model import load_rules
+
+    words = sorted({w for r in load_rules() for s in r.signatures for alt in candidates(s.pattern) for w in alt})
+    rnd = random.Random(0)
+    target, size, i = megabytes << 20, 0, 0
+    with open(path, "w") as out:
+        while size < target:
+            rnd.shuffle(words)
+            line = f"{i} " + " | ".join(words) + f" {i}\n"
+            out.write(line)
+            size, i = size + len(line), i + 1
+        out.write("c++: fatal error: Killed signal terminated program cc1plus\n")

@@ -226,4 +226,5 @@ def sandbox_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pip_dir: Pa
     write_rules(sb.rules, [stem[:5] for stem in RULES])
     make_wheel(wheels, "tinypkg", "1.0")
     monkeypatch.setattr("olmo_doctor.api.run_check", sb.check)
+    monkeypatch.setattr("olmo_doctor.commands.fix._known_codes", lambda: {r.code for r in load_rules(sb.rules)})
     return sb

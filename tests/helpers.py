@@ -1,5 +1,5 @@
 """Test helpers shared by every test file: fixture paths, hardware requirements as marks, the CLI in a fresh
-process, the findings a rule's own test case produces, and golden-file comparison.
+process, the findings a rule's own test case produces, golden-file comparison and a stand-in torch.
 
 Requirements are marks, not hand-written skipifs: `@requires_gpu()` marks a test `gpu` (deselected by the
 README's command, run on a GPU machine with `-m gpu`) and skips it, saying why, where no CUDA GPU is visible;
@@ -22,13 +22,28 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-H200 = FIXTURES / "machines" / "h200"  # collect_env.txt, env.txt, torch.txt of a real H200 host
 CORPUS = FIXTURES / "corpus" / "failure_logs.jsonl"  # real failure reports from public issue trackers
 GOLDENS = ROOT / "tests" / "goldens"
 UPDATE_GOLDENS_ENV = "OLMO_UPDATE_GOLDENS"  # set to 1 (or pass --update-goldens) to rewrite the golden files
-REGENERATE = ".venv/bin/python -m pytest -q tests/test_goldens.py tests/olmo/test_golden_loss.py --update-goldens"
+REGENERATE = (".venv/bin/python -m pytest -q tests/doctor/test_goldens.py tests/trainer/test_golden_loss.py "
+              "--update-goldens")
 
 T = TypeVar("T")
+
+
+def stand_in_torch(cuda: str | None = None, archs: tuple[str, ...] = (), available: bool = False,
+                   devices: int | None = None) -> str:
+    """The source of a stand-in `torch` package (it imports in milliseconds) with what the torch worker reads: the
+    C++ ABI, the CUDA it was built for, cuDNN (absent), the arch list and whether CUDA starts."""
+    count = "" if devices is None else f"    @staticmethod\n    def device_count():\n        return {devices}\n"
+    return ("\nclass _C:\n    _GLIBCXX_USE_CXX11_ABI = True\nclass version:\n"
+            f"    cuda = {cuda!r}\n"
+            "class backends:\n    class cudnn:\n        @staticmethod\n        def is_available():\n"
+            "            return False\n"
+            "class cuda:\n    @staticmethod\n    def get_arch_list():\n"
+            f"        return {list(archs)!r}\n"
+            "    @staticmethod\n    def is_available():\n"
+            f"        return {available}\n" + count)
 
 
 @functools.cache
@@ -132,3 +147,12 @@ def check_golden(path: Path, text: str) -> None:
     if want != text:
         diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True), "golden", "now"))
         pytest.fail(f"{shown} differs; if the change is intended, regenerate: {REGENERATE}\n{diff}")
+
+
+def require_olmo_core() -> None:
+    """Skip without ai2-olmo-core (the `olmo-core` extra), except under OLMO_REQUIRE_OLMO_CORE=1, which .ci/run sets
+    after installing it: there a missing package fails the test instead of hiding it."""
+    if os.environ.get("OLMO_REQUIRE_OLMO_CORE") == "1":
+        import olmo_core  # noqa: F401
+    else:
+        pytest.importorskip("olmo_core", reason="ai2-olmo-core is not installed (pip install -e '.[olmo-core]')")

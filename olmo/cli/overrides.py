@@ -38,24 +38,35 @@ def rewrite(args: list[str], own_options: set[str]) -> list[str]:
     while i < len(args):
         tok = args[i]
         if tok == "--":  # everything after is positional
-            out.extend(args[i:])
-            break
-        m = _NAME.match(tok)
-        name = m.group(1) if m else ""
-        if not m or tok.split("=", 1)[0] in own_options or ("." not in name and name not in top):
+            return out + args[i:]
+        override = _override(tok, own_options, top)
+        if override is None:
             out.append(tok)
             i += 1
             if tok in ("--set", "-s") and i < len(args):  # its value is never an option, whatever it looks like
                 out.append(args[i])
                 i += 1
             continue
-        value = m.group(2)
-        if value is None:
-            if i + 1 < len(args) and not args[i + 1].startswith("--") and not _is_recipe(args[i + 1]):
-                value = args[i + 1]
-                i += 1
-            else:
-                value = "true"  # a bare flag, as torchtitan's booleans
-        out += ["--set", f"{name}={value}"]
-        i += 1
+        value, i = _override_value(override, args, i)
+        out += ["--set", f"{override.group(1)}={value}"]
     return out
+
+
+def _override(tok: str, own_options: set[str], top: set[str]) -> re.Match[str] | None:
+    """`tok` read as an override (`--a.b=c`, `--a.b`, `--top_key`: group 1 the key, group 2 a value after `=`),
+    None for anything else."""
+    m = _NAME.match(tok)
+    if not m or tok.split("=", 1)[0] in own_options:
+        return None
+    return m if "." in m.group(1) or m.group(1) in top else None
+
+
+def _override_value(override: re.Match[str], args: list[str], i: int) -> tuple[str, int]:
+    """The value of the override at args[i] (after its `=`, else the next token unless that is an option or the
+    recipe, else "true": a bare flag, as torchtitan's booleans) and the index after what it used."""
+    value = override.group(2)
+    if value is not None:
+        return value, i + 1
+    if i + 1 < len(args) and not args[i + 1].startswith("--") and not _is_recipe(args[i + 1]):
+        return args[i + 1], i + 2
+    return "true", i + 1

@@ -1,4 +1,4 @@
-"""Progress bars for the long `olmo` data commands: on stderr, by bytes, and only for a person watching.
+"""Progress bars for the long `olmo` commands and phases: on stderr, and only for a person watching.
 
 A bar is drawn only when stderr is a terminal and the command is not in `--json` mode (a script or a log file
 gets the final summary line, never bar frames). Every caller advances it by work *finished* (bytes written,
@@ -15,6 +15,9 @@ from typing import Any
 from rich.console import Console
 
 from olmo.cli import jsonout
+from olmo.progress import Advance, Phases
+
+BYTE_PHASES = ("saving", "checking shards")  # counted in bytes; the others in items (eval: batches)
 
 
 class _Bar:
@@ -71,3 +74,31 @@ def sized_bar(label: str, quiet: bool = False) -> Iterator[Callable[[int, int], 
             bar(nbytes)
 
         yield update
+
+
+def phase_bars(quiet: bool = False) -> Phases:
+    """The `Phases` the trainer's long phases (eval, checkpoint save, shard checks) draw on: a bar on stderr for a
+    person watching (a terminal, not --json), by the phase's own unit; nothing otherwise."""
+
+    @contextlib.contextmanager
+    def phase(label: str, total: int) -> Iterator[Advance]:
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        console = Console(stderr=True, highlight=False)
+        if quiet or jsonout.active() or not console.is_terminal:
+            yield lambda n: None
+            return
+        count = DownloadColumn() if label in BYTE_PHASES else MofNCompleteColumn()
+        with Progress(TextColumn(f"[bold]{label}"), BarColumn(), count, TimeRemainingColumn(), console=console,
+                      transient=True) as bar:
+            task = bar.add_task(label, total=max(total, 1))
+            yield lambda n: bar.update(task, advance=n)
+
+    return phase

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from olmo.config import ModelConfig, TrainConfig
-    from olmo.data.prepare import FileStats, PrepareResult, Tok
+    from olmo.data.prepare import FileStats, LoadedTokenizer, PrepareResult
     from olmo.data.shards import ShardReport
     from olmo.smoke import SmokeResult
     from olmo.train import TrainResult
@@ -22,15 +22,19 @@ def dry_run(files: list[Path], stats: dict[str, FileStats], ok: bool) -> dict[st
     for f in files:
         st = stats.get(str(f))
         per_file.append({"path": str(f), "documents": st.docs if st else 0, "tokens": st.tokens if st else 0,
-                         "empty": st.empty if st else 0, "bad_lines": st.bad if st else 0})
+                         "empty": st.empty if st else 0, "bad_lines": st.bad if st else 0,
+                         "oversized": st.oversized if st else 0, "undecodable_bytes": st.undecodable if st else 0,
+                         "encoding": (st.encoding if st else "") or "utf-8"})
     return {"ok": ok, "dry_run": True, "files": per_file, "documents": sum(s.docs for s in stats.values()),
             "tokens": sum(s.tokens for s in stats.values())}
 
 
-def prepared(output: Path, res: PrepareResult, tok: Tok) -> dict[str, Any]:
+def prepared(output: Path, res: PrepareResult, tok: LoadedTokenizer) -> dict[str, Any]:
     from olmo.data.shards import dtype_for_vocab
 
-    skipped = {p: {"bad_lines": st.bad, "empty": st.empty} for p, st in res.stats.items() if st.bad or st.empty}
+    skipped = {p: {"bad_lines": st.bad, "empty": st.empty, "oversized": st.oversized,
+                   "undecodable_bytes": st.undecodable}
+               for p, st in res.stats.items() if st.bad or st.empty or st.oversized or st.undecodable}
     return {"ok": True, "output": str(output), "shards": len(res.shards),
             "tokens": sum(s.num_tokens for s in res.shards), "documents": sum(s.num_docs for s in res.shards),
             "dtype": dtype_for_vocab(tok.vocab_size), "vocab_size": tok.vocab_size, "eos_id": tok.eos_id,

@@ -47,32 +47,32 @@ NUMBERS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight
            "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen"]
 
 
-def _story(r: random.Random) -> str:
-    who, animal, place = r.choice(NAMES), r.choice(ANIMALS), r.choice(PLACES)
-    out = [f"Once there was a {r.choice(ADJS)} {animal} who lived near the {place}."]
-    for _ in range(r.randint(3, 8)):
-        verb, prep = r.choice(VERBS)
-        kind = r.randrange(5)
+def _story(rng: random.Random) -> str:
+    who, animal, place = rng.choice(NAMES), rng.choice(ANIMALS), rng.choice(PLACES)
+    out = [f"Once there was a {rng.choice(ADJS)} {animal} who lived near the {place}."]
+    for _ in range(rng.randint(3, 8)):
+        verb, prep = rng.choice(VERBS)
+        kind = rng.randrange(5)
         if kind == 0:
-            out.append(f"{r.choice(TIMES)}, the {animal} {verb} {prep} the {r.choice(PLACES)}.")
+            out.append(f"{rng.choice(TIMES)}, the {animal} {verb} {prep} the {rng.choice(PLACES)}.")
         elif kind == 1:
-            out.append(f"{who} gave the {animal} a {r.choice(COLORS)} {r.choice(THINGS)}.")
+            out.append(f"{who} gave the {animal} a {rng.choice(COLORS)} {rng.choice(THINGS)}.")
         elif kind == 2:
-            out.append(f"The {animal} felt {r.choice(FEELINGS)} and {verb} {prep} the {r.choice(PLACES)}.")
+            out.append(f"The {animal} felt {rng.choice(FEELINGS)} and {verb} {prep} the {rng.choice(PLACES)}.")
         elif kind == 3:
-            out.append(f'"Where is my {r.choice(THINGS)}?" asked {who}.')
+            out.append(f'"Where is my {rng.choice(THINGS)}?" asked {who}.')
         else:
-            n = r.randrange(2, 10)
-            out.append(f"There were {NUMBERS[n]} {r.choice(ADJS)} {r.choice(THINGS)}s in the {place}.")
-    out.append(f"In the end, the {animal} and {who} were {r.choice(FEELINGS)}.")
+            n = rng.randrange(2, 10)
+            out.append(f"There were {NUMBERS[n]} {rng.choice(ADJS)} {rng.choice(THINGS)}s in the {place}.")
+    out.append(f"In the end, the {animal} and {who} were {rng.choice(FEELINGS)}.")
     return " ".join(out)
 
 
-def _arithmetic(r: random.Random) -> str:
+def _arithmetic(rng: random.Random) -> str:
     lines = []
-    for _ in range(r.randint(4, 10)):
-        a, b = r.randrange(10), r.randrange(9)
-        if r.random() < 0.5:
+    for _ in range(rng.randint(4, 10)):
+        a, b = rng.randrange(10), rng.randrange(9)
+        if rng.random() < 0.5:
             lines.append(f"{NUMBERS[a].capitalize()} plus {NUMBERS[b]} is {NUMBERS[a + b]}.")
         else:
             hi, lo = max(a, b), min(a, b)
@@ -80,19 +80,19 @@ def _arithmetic(r: random.Random) -> str:
     return "\n".join(lines)
 
 
-def _letter(r: random.Random) -> str:
-    to, frm = r.sample(NAMES, 2)
-    body = [f"Dear {to},", f"I am writing from the {r.choice(PLACES)}. The weather is {r.choice(ADJS)} today."]
-    for _ in range(r.randint(1, 4)):
-        body.append(f"I found a {r.choice(COLORS)} {r.choice(THINGS)} and I thought of you.")
-    body += [f"Please say hello to the {r.choice(ANIMALS)}.", "Yours,", frm]
+def _letter(rng: random.Random) -> str:
+    to, frm = rng.sample(NAMES, 2)
+    body = [f"Dear {to},", f"I am writing from the {rng.choice(PLACES)}. The weather is {rng.choice(ADJS)} today."]
+    for _ in range(rng.randint(1, 4)):
+        body.append(f"I found a {rng.choice(COLORS)} {rng.choice(THINGS)} and I thought of you.")
+    body += [f"Please say hello to the {rng.choice(ANIMALS)}.", "Yours,", frm]
     return "\n".join(body)
 
 
-def _inventory(r: random.Random) -> str:
-    items = r.sample(THINGS, r.randint(3, 7))
-    lines = [f"Things in the {r.choice(PLACES)}:"]
-    lines += [f"- {NUMBERS[r.randrange(1, 10)]} {r.choice(COLORS)} {item}s" for item in items]
+def _inventory(rng: random.Random) -> str:
+    items = rng.sample(THINGS, rng.randint(3, 7))
+    lines = [f"Things in the {rng.choice(PLACES)}:"]
+    lines += [f"- {NUMBERS[rng.randrange(1, 10)]} {rng.choice(COLORS)} {item}s" for item in items]
     return "\n".join(lines)
 
 

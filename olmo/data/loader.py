@@ -21,6 +21,7 @@ import torch
 from olmo.config import ConfigError, DataConfig
 from olmo.data.shard_check import ShardToCheck
 from olmo.data.shards import load_manifest
+from olmo.fsutil import check_local
 
 VAL_SEED = 0x5EED  # the held-out split never depends on data.seed, so changing the seed cannot leak eval data
 
@@ -39,54 +40,95 @@ class Source:
     where: str  # for messages: the first path
     tokenizer_sha256: str | None = None
     checks: list[ShardToCheck] = field(default_factory=list)  # what olmo/data/shard_check.py verifies before step 1
+    held: list[int] = field(default_factory=list)  # the data folders, held for reading while the Source lives
+
+
+def _hold_folders(source: Source, folders: list[Path]) -> None:
+    """Hold every data folder for reading as long as `source` lives (olmo/lock.py): `prepare-data --overwrite`
+    never replaces a folder a live run reads, and a run never starts on one being rewritten."""
+    import weakref
+
+    from olmo.lock import hold_for_reading
+
+    for folder in dict.fromkeys(folders):
+        fd = hold_for_reading(folder, "data path")
+        if fd is not None:
+            source.held.append(fd)
+    weakref.finalize(source, _let_go_all, source.held)
+
+
+def _let_go_all(fds: list[int]) -> None:
+    from olmo.lock import let_go
+
+    for fd in fds:
+        let_go(fd)
 
 
 def open_source(paths: list[str], cfg: DataConfig) -> Source:
     """Resolve shard dirs (with manifest.json), .npy files and globs into a list of shard files."""
-    files: list[ShardFile] = []
-    checks: list[ShardToCheck] = []
-    vocab: int | None = cfg.vocab_size
-    sha: str | None = None
+    source = Source([], cfg.vocab_size, paths[0] if paths else "")
     for entry in paths:
-        matches = sorted(glob.glob(entry)) if any(c in entry for c in "*?[") else [entry]
-        if not matches:
-            raise ConfigError(f"data path {entry} matches no files")
-        for m in map(Path, matches):
+        for m in _matches(entry):
             manifest = load_manifest(m) if m.is_dir() else None
             if manifest:
-                if sha and manifest["tokenizer"]["sha256"] != sha:
-                    raise ConfigError(f"{m} was tokenized with a different tokenizer than the other data paths")
-                if cfg.dtype and cfg.dtype != manifest["dtype"]:
-                    raise ConfigError(f"data.dtype is {cfg.dtype} but {m / 'manifest.json'} says the shards are "
-                                      f"{manifest['dtype']}; drop data.dtype (the manifest knows)")
-                sha, vocab = manifest["tokenizer"]["sha256"], manifest["vocab_size"]
-                files += [ShardFile(m / s["file"], s["dtype"], s["num_tokens"]) for s in manifest["shards"]]
-                checks += [ShardToCheck(m / s["file"], s["dtype"], s["num_tokens"], s["sha256"], s["max_id"])
-                           for s in manifest["shards"]]
-                continue
-            if m.is_dir():
-                npys = sorted(m.glob("*.npy"))
-                if not npys:
-                    raise ConfigError(f"{m} holds no token shards (*.npy); run `olmo prepare-data` first")
-                if any(m.glob("part-*.json")):
-                    raise ConfigError(f"{m} has no manifest.json: its prepare-data run did not finish; rerun it")
-            elif m.is_file():
-                npys = [m]
+                _add_manifest(source, m, manifest, cfg)
             else:
-                raise ConfigError(f"data path {m} does not exist; run `olmo prepare-data` or fix data.paths")
-            # headerless shards do not say how wide a token is: guessing uint16 for uint32 data reads every
-            # token as two, so the width must be given
-            if cfg.dtype is None or vocab is None:
-                raise ConfigError(f"{m} has no manifest.json, so set data.dtype (uint16 or uint32, as the tool that "
-                                  "wrote the shards used) and data.vocab_size (its tokenizer's vocab)")
-            if cfg.dtype not in ("uint16", "uint32"):
-                raise ConfigError(f"data.dtype must be uint16 or uint32 for token shards (got {cfg.dtype})")
-            size = np.dtype(cfg.dtype).itemsize
-            files += [ShardFile(p, cfg.dtype, p.stat().st_size // size) for p in npys]
-            checks += [ShardToCheck(p, cfg.dtype, None) for p in npys]
-    if not files:
+                _add_headerless(source, m, cfg)
+    if not source.files:
         raise ConfigError("data.paths is empty; point it at a directory made by `olmo prepare-data`")
-    return Source(files, vocab, paths[0], sha, checks)
+    _hold_folders(source, [f.path.parent for f in source.files])
+    return source
+
+
+def _matches(entry: str) -> list[Path]:
+    """The paths a data.paths entry names: itself, or what its glob matches (ConfigError for none)."""
+    check_local(entry, "data path")
+    matches = sorted(glob.glob(entry)) if any(c in entry for c in "*?[") else [entry]
+    if not matches:
+        raise ConfigError(f"data path {entry} matches no files")
+    return [Path(m) for m in matches]
+
+
+def _add_manifest(source: Source, folder: Path, manifest: dict[str, Any], cfg: DataConfig) -> None:
+    """The shards of a prepare-data folder: their dtype, sizes, checksums and tokenizer come from its manifest."""
+    sha = manifest["tokenizer"]["sha256"]
+    if source.tokenizer_sha256 and sha != source.tokenizer_sha256:
+        raise ConfigError(f"{folder} was tokenized with a different tokenizer than the other data paths")
+    if cfg.dtype and cfg.dtype != manifest["dtype"]:
+        raise ConfigError(f"data.dtype is {cfg.dtype} but {folder / 'manifest.json'} says the shards are "
+                          f"{manifest['dtype']}; drop data.dtype (the manifest knows)")
+    source.tokenizer_sha256, source.vocab_size = sha, manifest["vocab_size"]
+    for s in manifest["shards"]:
+        source.files.append(ShardFile(folder / s["file"], s["dtype"], s["num_tokens"]))
+        source.checks.append(ShardToCheck(folder / s["file"], s["dtype"], s["num_tokens"], s["sha256"], s["max_id"]))
+
+
+def _add_headerless(source: Source, path: Path, cfg: DataConfig) -> None:
+    """.npy shards without a manifest (a folder of them, or one file): data.dtype and a vocab size must be given."""
+    npys = _headerless_files(path)
+    # headerless shards do not say how wide a token is: guessing uint16 for uint32 data reads every token as two,
+    # so the width must be given
+    if cfg.dtype is None or source.vocab_size is None:
+        raise ConfigError(f"{path} has no manifest.json, so set data.dtype (uint16 or uint32, as the tool that "
+                          "wrote the shards used) and data.vocab_size (its tokenizer's vocab)")
+    if cfg.dtype not in ("uint16", "uint32"):
+        raise ConfigError(f"data.dtype must be uint16 or uint32 for token shards (got {cfg.dtype})")
+    size = np.dtype(cfg.dtype).itemsize
+    source.files += [ShardFile(p, cfg.dtype, p.stat().st_size // size) for p in npys]
+    source.checks += [ShardToCheck(p, cfg.dtype, None) for p in npys]
+
+
+def _headerless_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        npys = sorted(path.glob("*.npy"))
+        if not npys:
+            raise ConfigError(f"{path} holds no token shards (*.npy); run `olmo prepare-data` first")
+        if any(path.glob("part-*.json")):
+            raise ConfigError(f"{path} has no manifest.json: its prepare-data run did not finish; rerun it")
+        return npys
+    if path.is_file():
+        return [path]
+    raise ConfigError(f"data path {path} does not exist; run `olmo prepare-data` or fix data.paths")
 
 
 class TokenWindows:
@@ -126,7 +168,7 @@ def split_indices(n: int, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(~is_val), np.flatnonzero(is_val)
 
 
-class DataLoader:
+class ShardLoader:
     """Seeded epochs of global batches; each rank gets micro-batches from its strided slice of every batch."""
 
     def __init__(self, windows: TokenWindows, indices: np.ndarray, global_batch: int, micro_batch: int,
@@ -172,7 +214,12 @@ class DataLoader:
                               "changed); restore the original data.paths or start a new run_dir")
         self.seed, self.epoch = state["seed"], state["epoch"]
         # a changed global batch size keeps the position in sequences, as OLMo-core does with tokens
-        self.batch_in_epoch = state["batch_in_epoch"] * state["global_batch_size"] // self.global_batch
+        position = state["batch_in_epoch"] * state["global_batch_size"] // self.global_batch
+        if position > self.batches_per_epoch:  # past the epoch's end: not a position this data can have
+            raise ConfigError(f"the checkpoint's data position (batch {state['batch_in_epoch']:,} of an epoch) lies "
+                              f"past the {self.batches_per_epoch:,} batches an epoch of this data holds; the "
+                              "checkpoint is damaged: use another one")
+        self.batch_in_epoch = position
         self._order = None
 
 

@@ -1,72 +1,49 @@
-"""The parallel half of `olmo prepare-data`: inputs cut into chunks of lines, chunks encoded into token arrays.
+"""The parallel half of `olmo prepare-data`: inputs cut into tasks, tasks encoded into token arrays by workers.
 
-The main process only moves bytes: `read_tasks` cuts each input into chunks that end on a line break and numbers
-their first line (the last few chunks smaller, so that the workers run out of work together). All per-document and
-per-token work (JSON parsing, tokenizing, appending EOS, packing the ids into one flat array) happens in `Encoder`,
-run by worker processes when there are several (`encode_all`), so it scales with cores instead of queueing on one
-process's GIL. Results come back in input order whatever the worker count, and a document's tokens do not depend on
-which chunk it was in, so the shards are byte-identical for any number of workers.
+The main process only moves bytes: `read_tasks` (through olmo/data/readers.py) cuts each input into tasks of
+whole records (lines that end on a line break, column values of a record batch) and numbers their first record
+(the last few tasks smaller, so that the workers run out of work together). All per-document and per-token work
+(decoding, JSON parsing, tokenizing, BOS/EOS, packing the ids into one flat array: olmo/data/tasks.py) happens in
+`Encoder`, run by worker processes when there are several (`encode_all`), so it scales with cores instead of
+queueing on one process's GIL. Results come back in input order whatever the worker count, and a document's
+tokens do not depend on which task it was in, so the shards are byte-identical for any number of workers.
 
 Every worker imports this module: keep it light (no numpy, no torch, nothing from olmo that pulls them in).
 """
 
 from __future__ import annotations
 
-import gzip
-import json
+import contextlib
 import multiprocessing as mp
 import multiprocessing.connection as mp_connection
 import os
 import signal
+import sys
 import threading
-import time
-import zlib
-from array import array
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import Any, NamedTuple
 
-from olmo.errors import OlmoError, Resumable
+from olmo.data import readers
+from olmo.data.readers import ReadOptions, Sizes
+from olmo.data.tasks import DEFAULT_READING, TYPECODES, Encoded, Encoder, Reading, Task, parse
+from olmo.errors import Resumable
+
+__all__ = ["TYPECODES", "Encoded", "Encoder", "ReadOptions", "Reading", "Task", "encode_all", "parse", "read_tasks"]
 
 MIN_POOL_BYTES = 1 << 20  # smaller inputs are encoded in-process: worker start-up would cost more than it saves
 CHUNK_MIN, CHUNK_MAX = 64 << 10, 1 << 20  # bytes of input per task: enough tasks to feed every worker
 # At most one worker per this much input: starting a worker costs a few ms of the main process's time (the
 # forkserver forks them one by one), which on a small input is more than the worker would save.
 BYTES_PER_WORKER = 256 << 10
-TYPECODES = {"uint16": "H", "uint32": "I"}
 
 
 def usable_cpus() -> int:
     """CPUs this process may run on (its affinity mask, not the machine's total)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-class Task(NamedTuple):
-    """A run of whole lines of one input (or a whole .txt file), the unit of work handed to an encoder."""
-
-    file: int  # index into the input list
-    txt: bool  # a .txt file: the whole of `data` is one document, record number 1
-    data: bytes
-    first_line: int  # record number of the first line in `data`
-    skip: int  # records up to this number were written by an earlier run (resume): pass over them
-    nbytes: int = 0  # input-file bytes this task covers (compressed, for .gz): progress counts them once written
-
-
-class Encoded(NamedTuple):
-    """A task's documents, each followed by EOS, as raw arrays (native byte order) plus per-file counts."""
-
-    file: int
-    ids: bytes  # the token ids of all documents, flat, in the shard dtype
-    ends: bytes  # int64: each document's end offset in `ids`
-    records: bytes  # int64: each document's record number (JSON line, or 1 for a .txt file)
-    empty: int  # documents whose text is blank
-    bad: int  # lines that are not JSON objects with a string "text"
-    first_bad: int  # record number of the first bad line, 0 when none
-    cpu_s: float  # CPU seconds the encoding took (what the workers spend; see bench/prepare_data.py)
-    nbytes: int = 0  # the task's input-file bytes (Task.nbytes), passed through
 
 
 def chunk_bytes(total_bytes: int, workers: int) -> int:
@@ -75,19 +52,30 @@ def chunk_bytes(total_bytes: int, workers: int) -> int:
 
 
 def read_tasks(inputs: list[Path], start: tuple[int, int], size: int,
-               progress: Callable[[int], None] | None = None, tail: int = 0) -> Iterator[Task]:
-    """Tasks of about `size` bytes covering `inputs` from record `start[1]` of input `start[0]` on, in order.
-    Each task carries the (compressed) input bytes it covers; `progress(n)` gets only the bytes no task carries
-    (lines before the resume point, a gzip trailer), so a progress bar counting both reaches 100% exactly when
-    the last task is written, not when the reader (which runs ahead of the encoders) reaches the end.
-    The last `tail` bytes of input come in tasks a quarter the size: the workers then run out of work within a
-    quarter task of each other, instead of all but one waiting for the last full-size task."""
+               progress: Callable[[int], None] | None = None, tail: int = 0,
+               options: ReadOptions = readers.DEFAULTS) -> Iterator[Task]:
+    """Tasks of about `size` bytes covering `inputs` from record `start[1]` of input `start[0]` on, in order
+    (olmo/data/readers.py reads each format). Each task carries the (compressed) input bytes it covers;
+    `progress(n)` gets only the bytes no task carries (records before the resume point, a gzip trailer), so a
+    progress bar counting both reaches 100% exactly when the last task is written, not when the reader (which runs
+    ahead of the encoders) reaches the end. The last `tail` bytes of input come in tasks a quarter the size: the
+    workers then run out of work within a quarter task of each other, instead of all but one waiting for the last
+    full-size task."""
     for i in range(start[0], len(inputs)):
-        try:
-            after = sum(map(_size, inputs[i + 1:])) if tail else 0  # input bytes after this file
-            yield from _file_tasks(i, inputs[i], start[1] if i == start[0] else 0, size, progress, tail - after)
-        except (OSError, EOFError, zlib.error) as e:
-            raise OlmoError(f"input {inputs[i]}: {_read_problem(e)}") from None
+        after = sum(map(_size, inputs[i + 1:])) if tail else 0  # input bytes after this file
+        sizes = Sizes(size, max(CHUNK_MIN, size // 4), tail - after)
+        yield from _input_tasks(i, inputs[i], start[1] if i == start[0] else 0, sizes, progress, options)
+
+
+def _input_tasks(i: int, path: Path, skip: int, sizes: Sizes, progress: Callable[[int], None] | None,
+                 options: ReadOptions) -> Iterator[Task]:
+    """The tasks of input `i`, from the reader of its format."""
+    kind = readers.kind_of(path)
+    if kind in ("parquet", "arrow"):
+        from olmo.data import readers_arrow
+
+        return readers_arrow.tasks(i, path, kind, skip, sizes.size, progress, options)
+    return readers.file_tasks(i, path, skip, sizes, progress, options)
 
 
 def _size(path: Path) -> int:
@@ -98,102 +86,13 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _read_problem(e: BaseException) -> str:
-    """What went wrong reading an input, in words: these are damaged or unreadable files, not bugs."""
-    if isinstance(e, gzip.BadGzipFile):
-        return "it is not gzip data; recompress it, or drop the .gz from its name if it is plain text"
-    if isinstance(e, EOFError):
-        return "its gzip data is cut short (an interrupted download or copy?); fetch or compress it again"
-    if isinstance(e, zlib.error):
-        return f"its gzip data is corrupt ({e}); fetch or compress it again"
-    return f"cannot read it: {getattr(e, 'strerror', None) or e}"
-
-
-def _file_tasks(i: int, path: Path, skip: int, size: int, progress: Callable[[int], None] | None,
-                tail: int) -> Iterator[Task]:
-    """The tasks of input `i` (records up to `skip` are passed over); its bytes from `tail` before its end on
-    (as stored, compressed for .gz) in quarter-size tasks."""
-    with open(path, "rb") as raw:
-        f: IO[bytes] = gzip.GzipFile(fileobj=raw) if path.name.endswith(".gz") else raw  # type: ignore[assignment]
-        if ".txt" in path.name:
-            data = f.read()
-            if skip == 0:
-                yield Task(i, True, data, 1, 0, raw.tell())
-            elif progress:
-                progress(raw.tell())
-            return
-        line, last = 1, 0
-        small_from = os.fstat(raw.fileno()).st_size - tail
-        while data := f.read(size if raw.tell() < small_from else max(CHUNK_MIN, size // 4)):
-            if not data.endswith(b"\n"):
-                data += f.readline()  # finish the last line, so no line is split between two tasks
-            newlines = data.count(b"\n")
-            n_lines = newlines + (not data.endswith(b"\n"))
-            nbytes, last = raw.tell() - last, raw.tell()
-            if line + n_lines - 1 > skip:  # not entirely before the resume point
-                yield Task(i, False, data, line, skip, nbytes)
-            elif progress:
-                progress(nbytes)
-            line += newlines
-        if progress and raw.tell() > last:
-            progress(raw.tell() - last)
-
-
-def parse(task: Task) -> tuple[list[str], list[int], int, int, int]:
-    """(texts, record numbers, empty, bad, first bad record) of the non-empty documents of a task."""
-    if task.txt:
-        text = task.data.decode("utf-8", errors="replace")
-        return ([text], [1], 0, 0, 0) if text.strip() else ([], [], 1, 0, 0)
-    texts: list[str] = []
-    records: list[int] = []
-    empty = bad = first_bad = 0
-    for n, line in enumerate(task.data.split(b"\n"), task.first_line):
-        if n <= task.skip or not line.strip():
-            continue
-        try:
-            text = json.loads(line)["text"]
-            if not isinstance(text, str):
-                raise TypeError
-        except (ValueError, RecursionError, TypeError, KeyError, IndexError):  # nested too deep is bad too
-            bad += 1
-            first_bad = first_bad or n
-            continue
-        if not text.strip():
-            empty += 1
-            continue
-        texts.append(text)
-        records.append(n)
-    return texts, records, empty, bad, first_bad
-
-
-class Encoder:
-    """Task -> Encoded with one loaded tokenizer (in a worker process, or in the main one)."""
-
-    def __init__(self, tokenizer: Any, eos_id: int, dtype: str):
-        self.encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)  # no offsets: faster
-        self.eos_id, self.typecode = eos_id, TYPECODES[dtype]
-
-    def __call__(self, task: Task) -> Encoded:
-        t0 = time.process_time()
-        texts, records, empty, bad, first_bad = parse(task)
-        ids, ends = array(self.typecode), array("q")
-        n = 0
-        # array.extend converts a list of ints in C; cheaper than numpy's fromiter over a chain of lists
-        for enc in self.encode(texts, add_special_tokens=False):
-            doc = enc.ids
-            ids.extend(doc)
-            ids.append(self.eos_id)
-            n += len(doc) + 1
-            ends.append(n)
-        return Encoded(task.file, ids.tobytes(), ends.tobytes(), array("q", records).tobytes(), empty, bad,
-                       first_bad, time.process_time() - t0, task.nbytes)
-
-
 # ------------------------------------------------------------------------------------------------ workers
 class WorkerSpec(NamedTuple):
     tokenizer_path: str
     eos_id: int
     dtype: str
+    reading: Reading = DEFAULT_READING
+    bos_id: int | None = None
 
 
 _encoder: Encoder | None = None  # the worker process's own
@@ -216,7 +115,8 @@ def _init_worker(spec: WorkerSpec) -> None:
     from tokenizers import Tokenizer
 
     global _encoder
-    _encoder = Encoder(Tokenizer.from_file(spec.tokenizer_path), spec.eos_id, spec.dtype)
+    _encoder = Encoder(Tokenizer.from_file(spec.tokenizer_path), spec.eos_id, spec.dtype, spec.reading,
+                       spec.bos_id)
 
 
 def _exit_with(sentinel: int) -> None:
@@ -240,9 +140,34 @@ def _context() -> Any:
     return ctx
 
 
+@contextlib.contextmanager
+def _no_working_folder_imports() -> Iterator[None]:
+    """While workers start: a worker (and the forkserver) begins as `python -c ...`, which puts the working folder
+    first on sys.path before its first import, so a multiprocessing/ or json.py there would run in every worker.
+    PYTHONSAFEPATH=1 (Python >= 3.11, inherited by the child) keeps the folder off; the child then takes this
+    process's sys.path, so that is cleaned too: no empty, relative or working-folder entry."""
+    saved_env, saved_path = os.environ.get("PYTHONSAFEPATH"), list(sys.path)
+    here = os.path.realpath(os.getcwd())
+    os.environ["PYTHONSAFEPATH"] = "1"
+    sys.path[:] = [p for p in sys.path if p and os.path.isabs(p) and os.path.realpath(p) != here]
+    try:
+        yield
+    finally:
+        sys.path[:] = saved_path
+        if saved_env is None:
+            os.environ.pop("PYTHONSAFEPATH", None)
+        else:
+            os.environ["PYTHONSAFEPATH"] = saved_env
+
+
 def encode_all(tasks: Iterator[Task], spec: WorkerSpec, workers: int) -> Generator[Encoded, None, None]:
     """Encode `tasks` in `workers` processes; results in task order. At most 2 * workers + 2 tasks are in flight,
     so memory stays bounded however large the inputs."""
+    with _no_working_folder_imports():
+        yield from _encode_in_pool(tasks, spec, workers)
+
+
+def _encode_in_pool(tasks: Iterator[Task], spec: WorkerSpec, workers: int) -> Generator[Encoded, None, None]:
     pool = ProcessPoolExecutor(workers, mp_context=_context(), initializer=_init_worker, initargs=(spec,))
     window: deque[Future[Encoded]] = deque()
     finished = False

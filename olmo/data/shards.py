@@ -14,23 +14,26 @@ prepare run completes. Validation recounts everything against that metadata.
 from __future__ import annotations
 
 import hashlib
-import json
 import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
 from olmo.errors import OlmoError
 from olmo.fsutil import read_small
+from olmo_common.bounded.data import DataRefused, load_json, parse_json, shown
 
 MANIFEST = "manifest.json"
 FORMAT = "olmo-token-shards"
 VERSION = 1
 BLOCK_BYTES = 1 << 20  # one CRC32 per MiB: a 1 GiB shard carries 1024 of them (about 10 KB of JSON)
 SCAN_TOKENS = 1 << 24  # validation reads this many tokens at a time
+# Shards one manifest may list: training memory-maps every shard at once, and the kernel's default
+# vm.max_map_count is 65,530 maps per process; at the default 256M tokens per shard this is 12.8T tokens.
+MAX_SHARDS = 50_000
 
 
 def dtype_for_vocab(vocab_size: int) -> str:
@@ -59,8 +62,8 @@ class ShardMeta:
     resume_after: dict[str, int] = field(default_factory=dict)  # prepare-data position after this shard
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> ShardMeta:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+    def from_json(cls, data: dict[str, Any]) -> ShardMeta:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,32 +83,49 @@ class ManifestError(OlmoError):
     """manifest.json (or a shard's metadata) is there but is not what prepare-data writes."""
 
 
-def _int(v: Any) -> bool:
+def _is_whole_number(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _shard_problem(s: Any) -> str | None:
+def _shard_name_ok(name: object) -> TypeGuard[str]:
+    """A plain .npy file name in this folder, at most NAME_MAX (255) long: the name goes into messages."""
+    return isinstance(name, str) and name.endswith(".npy") and not name.startswith(".") and len(name) <= 255 \
+        and "/" not in name and "\\" not in name
+
+
+def _shard_problem(entry: Any) -> str | None:
     """Why a manifest's shard entry is not one, or None."""
-    if not isinstance(s, dict):
+    if not isinstance(entry, dict):
         return "is not an object"
-    name = s.get("file")
-    if not isinstance(name, str) or not name.endswith(".npy") or "/" in name or "\\" in name or name.startswith("."):
-        return f"names no shard file in this folder ({name!r})"
+    name = entry.get("file")
+    if not _shard_name_ok(name):
+        return f"names no shard file in this folder ({shown(name)})"
+    return _count_problem(entry, name) or _format_problem(entry, name)
+
+
+def _count_problem(entry: dict[str, Any], name: str) -> str | None:
     for key in ("num_tokens", "num_docs", "vocab_size", "eos_id", "max_id"):
-        if not _int(s.get(key)):
+        if not _is_whole_number(entry.get(key)):
             return f"({name}) has no whole number '{key}'"
-    if s["num_tokens"] < 0 or s["vocab_size"] <= 0:
+    if entry["num_tokens"] < 0 or entry["vocab_size"] <= 0:
         return f"({name}) has a negative token count or vocab size"
-    if s.get("dtype") not in DTYPES:
-        return f"({name}) has dtype {s.get('dtype')!r}, not one of {', '.join(DTYPES)}"
-    if s["vocab_size"] - 1 > (0xFFFF if s["dtype"] == "uint16" else 0xFFFFFFFF):
-        return f"({name}) has a vocab of {s['vocab_size']:,}, too large for {s['dtype']}"
-    if not isinstance(s.get("tokenizer_sha256"), str):
+    return None
+
+
+def _is_sha256(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def _format_problem(entry: dict[str, Any], name: str) -> str | None:
+    if entry.get("dtype") not in DTYPES:
+        return f"({name}) has dtype {shown(entry.get('dtype'))}, not one of {', '.join(DTYPES)}"
+    if entry["vocab_size"] - 1 > (0xFFFF if entry["dtype"] == "uint16" else 0xFFFFFFFF):
+        return f"({name}) has a vocab of {entry['vocab_size']:,}, too large for {entry['dtype']}"
+    if not isinstance(entry.get("tokenizer_sha256"), str):
         return f"({name}) has no tokenizer_sha256"
-    sha = s.get("sha256")
-    if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+    if not _is_sha256(entry.get("sha256")):
         return f"({name}) has no sha256 checksum"
-    crcs = s.get("block_crc32", [])
+    crcs = entry.get("block_crc32", [])
     if not isinstance(crcs, list) or not all(isinstance(c, str) for c in crcs):
         return f"({name}) has a malformed block_crc32 list"
     return None
@@ -117,20 +137,27 @@ def load_manifest(directory: Path) -> dict[str, Any] | None:
     path = directory / MANIFEST
     if not path.exists():
         return None
-    try:
-        data = json.loads(read_small(path))
-    except OSError as e:
-        raise ManifestError(f"{path} cannot be read ({e.strerror})") from None
-    except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply to parse
-        raise ManifestError(f"{path} is not valid JSON; rerun `olmo prepare-data` to rewrite it") from None
+    data = _parse_manifest(path)
+    _check_header(path, data)
+    _check_shard_list(path, data)
+    return data
+
+
+def _check_header(path: Path, data: Any) -> None:
+    """ManifestError unless `data` is an olmo manifest with its vocab, EOS id, tokenizer checksum and dtype."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ManifestError(f"{path} is not an olmo token-shard manifest (format {FORMAT!r} missing)")
     tok = data.get("tokenizer")
-    if not _int(data.get("vocab_size")) or data["vocab_size"] <= 0 or not isinstance(tok, dict) \
-            or not isinstance(tok.get("sha256"), str) or not _int(data.get("eos_id")):
+    if not _is_whole_number(data.get("vocab_size")) or data["vocab_size"] <= 0 or not isinstance(tok, dict) \
+            or not isinstance(tok.get("sha256"), str) or not _is_whole_number(data.get("eos_id")):
         raise ManifestError(f"{path} lacks vocab_size, eos_id or tokenizer.sha256")
     if data.get("dtype") not in DTYPES:
-        raise ManifestError(f"{path} has dtype {data.get('dtype')!r}, not one of {', '.join(DTYPES)}")
+        raise ManifestError(f"{path} has dtype {shown(data.get('dtype'))}, not one of {', '.join(DTYPES)}")
+
+
+def _check_shard_list(path: Path, data: dict[str, Any]) -> None:
+    """ManifestError for a missing or empty shard list, a damaged entry, one of another dtype or vocab than the
+    manifest, or a shard listed twice."""
     shards = data.get("shards")
     if not isinstance(shards, list) or not shards:
         raise ManifestError(f"{path} lists no shards")
@@ -144,7 +171,24 @@ def load_manifest(directory: Path) -> dict[str, Any] | None:
     names = [s["file"] for s in shards]
     if len(set(names)) != len(names):
         raise ManifestError(f"{path} lists a shard twice")
-    return data
+
+
+def _parse_manifest(path: Path) -> Any:
+    """The JSON of a manifest, within bounds: refused from its size alone when larger than any manifest, and
+    its shards counted in the bytes before anything is built, so a 400,000-entry list costs only its bytes."""
+    try:
+        raw = read_small(path, "shard manifest")
+        shards = raw.count(b'"file"')
+        if shards > MAX_SHARDS:
+            raise ManifestError(f"{path} lists {shards:,} shards, more than the {MAX_SHARDS:,} a run can map at "
+                                "once; rerun `olmo prepare-data` with a larger --shard-size")
+        return parse_json(raw, str(path), max_objects=MAX_SHARDS + 16)
+    except OSError as e:
+        raise ManifestError(f"{path} cannot be read ({e.strerror})") from None
+    except DataRefused as e:
+        raise ManifestError(str(e)) from None
+    except ValueError:
+        raise ManifestError(f"{path} is not valid JSON; rerun `olmo prepare-data` to rewrite it") from None
 
 
 def read_manifest(directory: Path) -> dict[str, Any] | None:
@@ -160,11 +204,11 @@ def read_sidecars(directory: Path) -> list[ShardMeta]:
     metas = []
     for side in sorted(directory.glob("part-*.json")):
         try:
-            raw = json.loads(read_small(side))
+            raw = load_json(side, "shard sidecar")
         except (OSError, ValueError, RecursionError):
             continue
         resume = raw.get("resume_after") if isinstance(raw, dict) else None
-        whole = isinstance(resume, dict) and all(_int(resume.get(k)) for k in ("input", "records"))
+        whole = isinstance(resume, dict) and all(_is_whole_number(resume.get(k)) for k in ("input", "records"))
         if whole and _shard_problem(raw) is None:  # a sidecar that is not one marks no finished shard
             metas.append(ShardMeta.from_json(raw))
     return metas
@@ -205,42 +249,65 @@ def validate_shard(directory: Path, meta: ShardMeta, vocab_size: int | None = No
         return rep
     dtype = np.dtype(meta.dtype)
     size = path.stat().st_size
+    n = rep.num_tokens = size // dtype.itemsize
     if size % dtype.itemsize:
-        rep.problems.append(Problem(meta.file, size // dtype.itemsize,
-                                    f"size {size} bytes is not a whole number of {meta.dtype} tokens"))
-    n = size // dtype.itemsize
-    rep.num_tokens = n
+        rep.problems.append(Problem(meta.file, n, f"size {size} bytes is not a whole number of {meta.dtype} tokens"))
     if n != meta.num_tokens:
         rep.problems.append(Problem(meta.file, min(n, meta.num_tokens), f"{n:,} tokens on disk but the metadata "
                                     f"says {meta.num_tokens:,} (truncated or appended)"))
     arr = np.memmap(path, dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype)
-    sha = hashlib.sha256()
-    crcs: list[str] = []
-    first_bad: int | None = None
-    for start in range(0, n, SCAN_TOKENS):
-        chunk = np.asarray(arr[start:start + SCAN_TOKENS])
-        if chunk.size:
-            rep.max_id = max(rep.max_id, int(chunk.max()))
-            rep.num_docs += int(np.count_nonzero(chunk == meta.eos_id))
-            if first_bad is None:
-                bad = np.flatnonzero(chunk >= vocab)
-                if bad.size:
-                    first_bad = start + int(bad[0])
-        raw = chunk.tobytes()
-        sha.update(raw)
-        crcs.extend(checksums(raw)[1])  # SCAN_TOKENS * itemsize is a multiple of BLOCK_BYTES
-    if first_bad is not None:
-        rep.problems.append(Problem(meta.file, first_bad,
-                                    f"token id {int(arr[first_bad])} is outside the vocabulary (size {vocab})"))
-    if n and int(arr[n - 1]) != meta.eos_id:
-        rep.problems.append(Problem(meta.file, n - 1, f"the last token is not EOS ({meta.eos_id}): a cut document"))
-    if rep.num_docs != meta.num_docs:
-        rep.problems.append(Problem(meta.file, None, f"{rep.num_docs:,} documents (EOS tokens) but the metadata "
-                                                     f"says {meta.num_docs:,}", precision=2))
-    if sha.hexdigest() != meta.sha256:
-        rep.problems.append(_locate_checksum_mismatch(meta, crcs, dtype.itemsize))
+    scan = _recount(arr, meta.eos_id, vocab)
+    rep.max_id, rep.num_docs = scan.max_id, scan.num_docs
+    rep.problems += _content_problems(meta, arr, scan, vocab)
     rep.problems.sort(key=lambda p: p.precision)  # stable: within a class, in the order checked above
     return rep
+
+
+@dataclass
+class _Recount:
+    """One pass over a shard's tokens: what validate_shard compares with the metadata."""
+
+    sha256: str
+    crcs: list[str]
+    max_id: int = -1
+    num_docs: int = 0
+    first_bad: int | None = None  # the first token id outside the vocabulary
+
+
+def _recount(arr: np.ndarray, eos_id: int, vocab: int) -> _Recount:
+    sha = hashlib.sha256()
+    scan = _Recount("", [])
+    for start in range(0, len(arr), SCAN_TOKENS):
+        chunk = np.asarray(arr[start:start + SCAN_TOKENS])
+        if chunk.size:
+            scan.max_id = max(scan.max_id, int(chunk.max()))
+            scan.num_docs += int(np.count_nonzero(chunk == eos_id))
+            if scan.first_bad is None:
+                bad = np.flatnonzero(chunk >= vocab)
+                if bad.size:
+                    scan.first_bad = start + int(bad[0])
+        raw = chunk.tobytes()
+        sha.update(raw)
+        scan.crcs.extend(checksums(raw)[1])  # SCAN_TOKENS * itemsize is a multiple of BLOCK_BYTES
+    scan.sha256 = sha.hexdigest()
+    return scan
+
+
+def _content_problems(meta: ShardMeta, arr: np.ndarray, scan: _Recount, vocab: int) -> list[Problem]:
+    """Where the recount disagrees with the metadata: an id outside the vocabulary, a cut last document, the
+    document count, the checksum (located to a block where the block checksums allow)."""
+    n, problems = len(arr), []
+    if scan.first_bad is not None:
+        problems.append(Problem(meta.file, scan.first_bad,
+                                f"token id {int(arr[scan.first_bad])} is outside the vocabulary (size {vocab})"))
+    if n and int(arr[n - 1]) != meta.eos_id:
+        problems.append(Problem(meta.file, n - 1, f"the last token is not EOS ({meta.eos_id}): a cut document"))
+    if scan.num_docs != meta.num_docs:
+        problems.append(Problem(meta.file, None, f"{scan.num_docs:,} documents (EOS tokens) but the metadata says "
+                                                 f"{meta.num_docs:,}", precision=2))
+    if scan.sha256 != meta.sha256:
+        problems.append(_locate_checksum_mismatch(meta, scan.crcs, arr.dtype.itemsize))
+    return problems
 
 
 def _locate_checksum_mismatch(meta: ShardMeta, crcs: list[str], itemsize: int) -> Problem:
@@ -284,8 +351,18 @@ def validate_bare(directory: Path, meta: ShardMeta, dtype_given: bool = False) -
         rep.problems.append(Problem(meta.file, rep.num_tokens,
                                     f"size {size} is not a whole number of {meta.dtype} tokens"))
     arr = np.memmap(path, dtype=dtype, mode="r", shape=(rep.num_tokens,)) if rep.num_tokens else np.zeros(0, dtype)
+    odd_any = _scan_bare(arr, meta, rep)
+    if meta.dtype == "uint16" and not dtype_given and not odd_any and rep.num_tokens >= 128 and not rep.problems:
+        rep.problems.append(Problem(meta.file, None, "every second uint16 token is 0: this looks like uint32 data; "
+                                                     "pass --dtype uint32", precision=2))
+    return rep
+
+
+def _scan_bare(arr: np.ndarray, meta: ShardMeta, rep: ShardReport) -> bool:
+    """Fill in `rep`'s largest id and its first id outside the vocabulary (the scan stops there); return whether
+    any odd-position token is non-zero."""
     odd_any = False
-    for start in range(0, rep.num_tokens, SCAN_TOKENS):
+    for start in range(0, len(arr), SCAN_TOKENS):
         chunk = np.asarray(arr[start:start + SCAN_TOKENS])
         rep.max_id = max(rep.max_id, int(chunk.max()))
         odd_any = odd_any or bool(chunk[(start + 1) % 2::2].any())
@@ -295,10 +372,7 @@ def validate_bare(directory: Path, meta: ShardMeta, dtype_given: bool = False) -
             rep.problems.append(Problem(meta.file, off, f"token id {int(chunk[bad[0]])} is outside the vocabulary "
                                                         f"(size {meta.vocab_size}); wrong --vocab-size or dtype?"))
             break
-    if meta.dtype == "uint16" and not dtype_given and not odd_any and rep.num_tokens >= 128 and not rep.problems:
-        rep.problems.append(Problem(meta.file, None, "every second uint16 token is 0: this looks like uint32 data; "
-                                                     "pass --dtype uint32", precision=2))
-    return rep
+    return odd_any
 
 
 def validate_dir(directory: Path, vocab_size: int | None = None, dtype: str | None = None,
@@ -311,23 +385,30 @@ def validate_dir(directory: Path, vocab_size: int | None = None, dtype: str | No
         raise FileNotFoundError(directory)
     reports = []
     for m in metas:
-        if not m.sha256:
-            reports.append(validate_bare(directory, m, dtype is not None))
-        else:
-            rep = validate_shard(directory, m, vocab_size)
-            if dtype and dtype != m.dtype:
-                rep.problems.insert(0, Problem(m.file, None, f"the metadata says {m.dtype} but --dtype is {dtype}", 0))
-            reports.append(rep)
+        reports.append(_validate_one(directory, m, vocab_size, dtype))
         if progress:
             path = directory / m.file
             progress(path.stat().st_size if path.is_file() else 0)
     if metas[0].sha256 and load_manifest(directory) is None:  # sidecars only: a shard whose sidecar is lost
-        listed = {m.file for m in metas}                       # would otherwise go unchecked, and unread
-        reports += [ShardReport(p.name, 0, -1, -1, [Problem(p.name, None, "has no metadata (its .json sidecar is "
-                                                            "missing or damaged and there is no manifest); rerun "
-                                                            "`olmo prepare-data`", 2)])
-                    for p in sorted(directory.glob("part-*.npy")) if p.name not in listed]
+        reports += _unlisted(directory, {m.file for m in metas})  # would otherwise go unchecked, and unread
     return reports
+
+
+def _validate_one(directory: Path, meta: ShardMeta, vocab_size: int | None, dtype: str | None) -> ShardReport:
+    if not meta.sha256:
+        return validate_bare(directory, meta, dtype is not None)
+    rep = validate_shard(directory, meta, vocab_size)
+    if dtype and dtype != meta.dtype:
+        rep.problems.insert(0, Problem(meta.file, None, f"the metadata says {meta.dtype} but --dtype is {dtype}", 0))
+    return rep
+
+
+def _unlisted(directory: Path, listed: set[str]) -> list[ShardReport]:
+    """A report for each part-*.npy that no sidecar lists."""
+    return [ShardReport(p.name, 0, -1, -1, [Problem(p.name, None, "has no metadata (its .json sidecar is missing or "
+                                                    "damaged and there is no manifest); rerun `olmo prepare-data`",
+                                                    2)])
+            for p in sorted(directory.glob("part-*.npy")) if p.name not in listed]
 
 
 def shard_bytes(directory: Path, vocab_size: int | None = None, dtype: str | None = None) -> int:

@@ -9,9 +9,10 @@ dolma2 tokenizer has no BOS).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from olmo_common.bounded.data import load_json
 
 BOS_NAMES = ("<|begin_of_text|>", "<|startoftext|>", "<s>", "<bos>", "<|bos|>", "[BOS]")
 
@@ -19,7 +20,7 @@ BOS_NAMES = ("<|begin_of_text|>", "<|startoftext|>", "<s>", "<bos>", "<|bos|>", 
 def _config(path: Path) -> dict[str, Any]:
     conf = path.parent / "tokenizer_config.json"
     try:
-        data = json.loads(conf.read_text()) if conf.is_file() else {}
+        data = load_json(conf, "tokenizer config") if conf.is_file() else {}
     except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -10,19 +10,45 @@ checkpoint's own copy before searching the data manifests.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from olmo.config import TrainConfig
+from olmo_common.bounded.files import read_bytes
 
 TOKENIZER_JSON, TOKENIZER_CONFIG = "tokenizer.json", "tokenizer_config.json"
 
 
+_KINDS = {TOKENIZER_JSON: "tokenizer", TOKENIZER_CONFIG: "tokenizer config"}
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    """Whether `path` is a file of `directory` itself: not a symlink leading out of it (to ~/.ssh/id_rsa, which
+    would then be copied into every checkpoint). The one link allowed out is the Hugging Face hub cache's own:
+    `models--X/snapshots/<rev>/tokenizer.json -> ../../blobs/<sha256>`."""
+    real, home = Path(os.path.realpath(path)), Path(os.path.realpath(directory))
+    if real.is_relative_to(home):
+        return True
+    return home.parent.name == "snapshots" and real.parent == home.parent.parent / "blobs"
+
+
 def from_dir(directory: Path) -> dict[str, bytes]:
-    """tokenizer.json (and its tokenizer_config.json) from `directory`; empty without a tokenizer.json."""
+    """tokenizer.json (and its tokenizer_config.json) from `directory`; empty without a tokenizer.json. OlmoError
+    for one that is a symlink leading out of `directory`, or too large to be a tokenizer file."""
+    from olmo.errors import OlmoError
+
     files = {}
     for name in (TOKENIZER_JSON, TOKENIZER_CONFIG):
-        if (directory / name).is_file():
-            files[name] = (directory / name).read_bytes()
+        path = directory / name
+        if not path.is_file():
+            continue
+        if not _inside(path, directory):
+            raise OlmoError(f"{path} is a symlink to {os.path.realpath(path)}, outside {directory}; olmo copies only "
+                            "the folder's own files: put a copy of the file itself there")
+        try:
+            files[name] = read_bytes(path, _KINDS[name])
+        except OSError as e:
+            raise OlmoError(f"{path} cannot be read as a tokenizer file ({e.strerror})") from None
     return files if TOKENIZER_JSON in files else {}
 
 
@@ -34,7 +60,10 @@ def _from_data(cfg: TrainConfig) -> dict[str, bytes]:
         tok = (manifest or {}).get("tokenizer") or {}
         path = Path(str(tok.get("path", "")))
         if path.name and path.is_file():
-            data = path.read_bytes()
+            try:
+                data = read_bytes(path, "tokenizer")
+            except OSError:
+                continue
             if hashlib.sha256(data).hexdigest() == tok.get("sha256"):
                 return {TOKENIZER_JSON: data, **{k: v for k, v in from_dir(path.parent).items()
                                                  if k == TOKENIZER_CONFIG and path.name == TOKENIZER_JSON}}

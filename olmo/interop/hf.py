@@ -3,9 +3,9 @@
     olmo export-hf runs/olmo/checkpoints/step1000 hf/my-olmo     # config.json + safetensors + tokenizer
     olmo import-hf hf/OLMo-2-0425-1B ckpt/olmo2-1b                   # a weights-only checkpoint + recipe.yaml
 
-Our parameter names are OLMo-core's, and the key map is OLMo-core's `nn/hf/convert.py`: the
-OLMo 2 block's post-norms are `post_attention_layernorm` (our `attention_norm`) and
-`post_feedforward_layernorm` (our `feed_forward_norm`), and the head's norm is the model's final `norm`. A model
+Our parameter names are OLMo-core's, and the key map is OLMo-core's `nn/hf/convert.py`: the OLMo 2 block's
+post-norms are `post_attention_layernorm` (our `attention_norm`) and `post_feedforward_layernorm` (our
+`feed_forward_norm`), and the head's norm is the model's final `norm`. A model
 with sliding-window layers is exported as Olmo 3 (`layer_types` names each layer; `sliding_window` counts the
 tokens a query sees, itself included, which is our convention too). Nothing here needs the network or
 transformers itself: config.json is written from our config (the flat `rope_theta` form released OLMo
@@ -14,20 +14,26 @@ checkpoints use, which transformers 4.x and 5.x both read), the weights with `sa
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from olmo import checkpoint
+from olmo import checkpoint, outputs
 from olmo.config import ConfigError, DataConfig, ModelConfig, OptimConfig, TrainConfig
-from olmo.fsutil import check_output_dir, fsync_dir, read_small
+from olmo.errors import OlmoError, is_disk_full
+from olmo.fsutil import check_local, check_output_dir, fsync_dir, gigabytes, mount_of, read_small
+from olmo.progress import watch_folder
+from olmo_common.atomic import shared_mode
+from olmo_common.bounded.data import load_json, shown
 
 SHARD_BYTES = 5 * 1024**3  # safetensors files of at most 5 GiB, as Hugging Face's save_pretrained default
 _FIXED = {"embeddings.weight": "model.embed_tokens.weight", "lm_head.norm.weight": "model.norm.weight",
@@ -61,6 +67,21 @@ def from_hf_key(name: str) -> str:
     return f"blocks.{m.group(1)}.{inverse[m.group(2)]}.weight"
 
 
+def fine_tune_commands(checkpoint_dir: Path, tokenizer: Path | None) -> list[str]:
+    """The two commands import-hf suggests, pasteable whatever the paths hold (spaces, quotes, brackets)."""
+    from olmo.hints import command, set_arg
+
+    tok = command(tokenizer) if tokenizer is not None else "MODEL/tokenizer.json"
+    train = command("olmo", "train", checkpoint_dir / "recipe.yaml")
+    return [_one_line(f"olmo prepare-data -i docs.jsonl -o data/ft -t {tok}"),
+            _one_line(f"{train} {set_arg('data.paths', ['data/ft'])}")]
+
+
+def _one_line(text: str) -> str:
+    """A line break in a folder name would end a recipe comment and turn the rest into YAML: never let it."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 # ---------------------------------------------------------------------------------------------------- config
 def hf_config(m: ModelConfig, dtype: torch.dtype, eos_id: int | None, pad_id: int | None) -> dict[str, Any]:
     """config.json for `m`: Olmo2 without sliding windows, Olmo3 with them. ConfigError if HF cannot hold it."""
@@ -75,8 +96,9 @@ def hf_config(m: ModelConfig, dtype: torch.dtype, eos_id: int | None, pad_id: in
         "architectures": ["Olmo3ForCausalLM" if windows else "Olmo2ForCausalLM"],
         "model_type": "olmo3" if windows else "olmo2",
         "vocab_size": m.vocab_size, "hidden_size": m.d_model, "intermediate_size": m.mlp_hidden,
-        "num_hidden_layers": m.n_layers, "num_attention_heads": m.n_heads, "num_key_value_heads": m.n_kv,
-        "head_dim": m.hd, "hidden_act": "silu", "max_position_embeddings": m.max_seq_len,
+        "num_hidden_layers": m.n_layers, "num_attention_heads": m.n_heads,
+        "num_key_value_heads": m.effective_n_kv_heads, "head_dim": m.effective_head_dim, "hidden_act": "silu",
+        "max_position_embeddings": m.max_seq_len,
         "initializer_range": m.init_std, "rms_norm_eps": m.norm_eps, "rope_theta": m.rope_theta,
         "rope_scaling": None, "attention_bias": False, "attention_dropout": 0.0, "tie_word_embeddings": False,
         "use_cache": True, "bos_token_id": None, "eos_token_id": eos_id, "pad_token_id": pad_id,
@@ -101,7 +123,25 @@ def _rope_theta(hf: dict[str, Any]) -> float:
     return float(hf.get("rope_theta") or params.get("rope_theta") or 10_000.0)
 
 
-def model_config_from_hf(hf: dict[str, Any]) -> ModelConfig:
+# config.json options of transformers' Olmo2Config/Olmo3Config that olmo's model does not have: (key, the values it
+# computes the same way, what olmo has instead)
+_HF_OPTIONS = (("hidden_act", ("silu",), "a SiLU-gated MLP"),
+               ("partial_rotary_factor", (1, 1.0), "RoPE on the whole head"),
+               ("attention_dropout", (0, 0.0), "no dropout"), ("clip_qkv", (), "q/k/v not clipped"),
+               ("mlp_bias", (False,), "no MLP bias"))
+
+
+def _refuse_hf_options(hf: dict[str, Any]) -> None:
+    params: dict[str, Any] = hf["rope_parameters"] if isinstance(hf.get("rope_parameters"), dict) else {}
+    for key, same, ours in _HF_OPTIONS:
+        value = hf.get(key, params.get(key))  # transformers 5 keeps partial_rotary_factor in rope_parameters
+        if value is not None and value not in same:
+            raise ConfigError(f"config.json option {key}={str(value)[:40]!r} is not supported: olmo has {ours}; this "
+                              "model cannot be imported")
+
+
+def _refuse_hf_model(hf: dict[str, Any]) -> None:
+    """ConfigError for a config.json that is no OLMo 2/3 model or has an option olmo's model does not have."""
     kind = hf.get("model_type")
     if kind not in ("olmo2", "olmo3"):
         raise ConfigError(f"config.json has model_type '{kind}'; olmo imports OLMo 2 (olmo2) and OLMo 3 (olmo3) "
@@ -109,6 +149,18 @@ def model_config_from_hf(hf: dict[str, Any]) -> ModelConfig:
     if hf.get("attention_bias") or hf.get("tie_word_embeddings"):
         raise ConfigError("attention biases and tied embeddings are not part of OLMo 2/3; this model cannot be "
                           "imported")
+    _refuse_hf_options(hf)
+
+
+def _olmo3_windows(hf: dict[str, Any], n_layers: int) -> list[int]:
+    """One entry per layer (-1: full attention): with no forced-full layers, window(i) is layer_types[i]."""
+    types = hf.get("layer_types") or ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention"
+                                      for i in range(n_layers)]
+    return [int(hf.get("sliding_window") or 4096) if t == "sliding_attention" else -1 for t in types]
+
+
+def model_config_from_hf(hf: dict[str, Any]) -> ModelConfig:
+    _refuse_hf_model(hf)
     n_layers, n_heads, d = hf["num_hidden_layers"], hf["num_attention_heads"], hf["hidden_size"]
     kv = hf.get("num_key_value_heads") or n_heads
     head_dim = hf.get("head_dim") or d // n_heads
@@ -117,12 +169,8 @@ def model_config_from_hf(hf: dict[str, Any]) -> ModelConfig:
                     vocab_size=hf["vocab_size"], max_seq_len=hf.get("max_position_embeddings") or 4096,
                     rope_theta=_rope_theta(hf), norm_eps=hf.get("rms_norm_eps", 1e-6),
                     init_std=hf.get("initializer_range", 0.02))
-    if kind == "olmo3":
-        types = hf.get("layer_types") or ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention"
-                                          for i in range(n_layers)]
-        w = int(hf.get("sliding_window") or 4096)
-        # One entry per layer and no forced-full layers: window(i) is exactly layer_types[i].
-        m.sliding_window = [w if t == "sliding_attention" else -1 for t in types]
+    if hf["model_type"] == "olmo3":
+        m.sliding_window = _olmo3_windows(hf, n_layers)
         m.swa_full_first_layer = m.swa_full_last_layer = False
     return m
 
@@ -144,40 +192,46 @@ def find_tokenizer(state: dict[str, Any], given: Path | None, ckpt: Path | None 
     else the one the checkpoint's data was made with (its data manifest records path and hash); ConfigError when
     none is there."""
     from olmo.data.prepare import load_tokenizer
-    from olmo.data.shards import ManifestError, load_manifest
+    from olmo.data.special_tokens import special_tokens
 
-    data = state.get("config", {}).get("data") if isinstance(state.get("config"), dict) else None
-    paths = data.get("paths") if isinstance(data, dict) else None
     if given is None and ckpt is not None and (ckpt / TOKENIZER_JSON).is_file():
         given = ckpt / TOKENIZER_JSON
-    if given is None:
-        for p in paths if isinstance(paths, list) else []:
-            try:
-                manifest = load_manifest(Path(p)) if isinstance(p, str) and Path(p).is_dir() else None
-            except ManifestError:  # a damaged manifest names no tokenizer; --tokenizer is asked for below
-                manifest = None
-            tok_path = manifest["tokenizer"].get("path") if manifest else None
-            if manifest and isinstance(tok_path, str) and Path(tok_path).is_file():
-                given = Path(tok_path)
-                if load_tokenizer(given).sha256 != manifest["tokenizer"]["sha256"]:
-                    raise ConfigError(f"{given} changed since the training data was tokenized with it; pass "
-                                      "--tokenizer with the original tokenizer.json")
-                break
+    given = given or _tokenizer_of_the_data(state)  # a Path is never false
     if given is None:
         raise ConfigError("cannot find the tokenizer this checkpoint was trained with (its data manifest is gone); "
                           "pass --tokenizer PATH/tokenizer.json")
     tok = load_tokenizer(given)
-    from olmo.data.special_tokens import special_tokens
-
     found = special_tokens(tok.tokenizer, tok.path)
     return TokenizerFiles(tok.path, tok.tokenizer.id_to_token(tok.eos_id), found["pad"], found["bos"])
+
+
+def _tokenizer_of_the_data(state: dict[str, Any]) -> Path | None:
+    """The tokenizer.json the first data folder's manifest names, when it is still there; ConfigError when it
+    changed since the data was tokenized with it."""
+    from olmo.data.prepare import load_tokenizer
+    from olmo.data.shards import ManifestError, load_manifest
+
+    data = state.get("config", {}).get("data") if isinstance(state.get("config"), dict) else None
+    paths = data.get("paths") if isinstance(data, dict) else None
+    for p in paths if isinstance(paths, list) else []:
+        try:
+            manifest = load_manifest(Path(p)) if isinstance(p, str) and Path(p).is_dir() else None
+        except ManifestError:  # a damaged manifest names no tokenizer; --tokenizer is asked for instead
+            manifest = None
+        tok_path = manifest["tokenizer"].get("path") if manifest else None
+        if manifest and isinstance(tok_path, str) and Path(tok_path).is_file():
+            if load_tokenizer(Path(tok_path)).sha256 != manifest["tokenizer"]["sha256"]:
+                raise ConfigError(f"{tok_path} changed since the training data was tokenized with it; pass "
+                                  "--tokenizer with the original tokenizer.json")
+            return Path(tok_path)
+    return None
 
 
 def _write_tokenizer(out: Path, tok: TokenizerFiles, max_len: int) -> tuple[int | None, int | None]:
     from tokenizers import Tokenizer
 
     shutil.copyfile(tok.path, out / "tokenizer.json")
-    raw = Tokenizer.from_file(str(tok.path))
+    raw = Tokenizer.from_str(read_small(tok.path, "tokenizer").decode("utf-8"))  # bounded, as load_tokenizer read it
     conf = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_len, "eos_token": tok.eos,
             "pad_token": tok.pad, "bos_token": tok.bos, "clean_up_tokenization_spaces": False}
     (out / "tokenizer_config.json").write_text(json.dumps(conf, indent=2) + "\n")
@@ -188,46 +242,34 @@ def _write_tokenizer(out: Path, tok: TokenizerFiles, max_len: int) -> tuple[int 
 
 
 # ---------------------------------------------------------------------------------------------------- export
-def _publish(tmp: Path, out: Path, overwrite: bool) -> None:
-    """Put the finished `tmp` at `out` with renames only; an old `out` is moved aside first, then deleted."""
-    mode = 0o666 & ~_umask()
+def _share(tmp: Path) -> None:
+    """Make the finished files readable as a plain write would (safetensors creates them 0600; a model folder is
+    meant to be shared) and durable before the folder is renamed into place."""
+    mode = shared_mode()
     for p in tmp.iterdir():
-        if p.is_file():
-            os.chmod(p, mode)  # safetensors creates its files 0600; a model folder is meant to be shared
+        if p.is_file() and not p.is_symlink():
+            os.chmod(p, mode)
             with open(p, "rb") as f:
                 os.fsync(f.fileno())
     fsync_dir(tmp)
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        if not overwrite:
-            raise ConfigError(f"{out} already exists; pass --overwrite or choose another output directory")
-        os.rename(out, old)
-    os.rename(tmp, out)
-    fsync_dir(out.parent)
-    _remove(old)
 
 
-def _remove(path: Path) -> None:
-    """Delete a folder we moved aside or left behind; a symlink there (to another folder) loses only the link:
-    rmtree refuses links, and what one points at is not ours to delete."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _temp_dir(out: Path) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    _remove(tmp)
-    tmp.mkdir()
-    return tmp
+@contextlib.contextmanager
+def _building(target: outputs.Claim, overwrite: bool, needed: int) -> Iterator[Path]:
+    """A temp folder beside the output to write into; published (swapped in by renames) when the block ends
+    without error, else removed, leaving any earlier output as it was. A full disk is one line saying so."""
+    tmp = outputs.new_temp(target)
+    try:
+        yield tmp
+        _share(tmp)
+        outputs.publish(target, tmp, overwrite)
+    except BaseException as e:
+        outputs.discard(tmp)
+        if is_disk_full(e):
+            raise OlmoError(f"no space left on {mount_of(target.out.parent)} (needs about {gigabytes(needed)}) "
+                            f"while writing {target.out}; nothing was changed there and the partial output was "
+                            "removed: free space and run it again") from None
+        raise
 
 
 def _save_shards(weights: dict[str, torch.Tensor], out: Path, shard_bytes: int,
@@ -276,34 +318,33 @@ def export_hf(ckpt: Path, out: Path, tokenizer: Path | None = None, dtype: torch
     saved_model = checkpoint.saved_config(path, state)["model"]
     source = path / (checkpoint.TRAIN_STATE if (path / checkpoint.TRAIN_STATE).is_file() else "config.json")
     model_cfg = checked_model(from_dict({"model": saved_model}, str(source)).model, source)
+    check_local(out, "OUT_DIR")
     check_output_dir(out, "output folder")
-    if out.exists() and not overwrite:
-        raise ConfigError(f"{out} already exists; pass --overwrite or choose another output directory")
+    target = outputs.claim(out, "export-hf")
+    outputs.require_overwrite(target, overwrite)
     tok = find_tokenizer(state, tokenizer, path)
     problem = checkpoint.shape_mismatch(path, model_cfg)
     if problem:  # e.g. an edited config.json beside OLMo-core's weights: HF would load it wrongly or not at all
         raise ConfigError(f"{path}: the weights do not fit the model config ({problem})")
     weights = checkpoint.load_model_state(path, dtype)
-    tmp = _temp_dir(out)
-    try:
+    total = sum(v.nbytes for v in weights.values())
+    with _building(target, overwrite, total + tok.path.stat().st_size) as tmp:
         eos_id, pad_id = _write_tokenizer(tmp, tok, model_cfg.max_seq_len)
         config = hf_config(model_cfg, dtype, eos_id, pad_id)
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         gen = {"eos_token_id": eos_id, "pad_token_id": pad_id}
         (tmp / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
-        total = sum(v.nbytes for v in weights.values())
         _save_shards({to_hf_key(k): v.contiguous() for k, v in weights.items()}, tmp, shard_bytes,
                      (lambda n: progress(n, total)) if progress else None)
-        _publish(tmp, out, overwrite)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return out
 
 
 # ---------------------------------------------------------------------------------------------------- import
-def _read_hf_weights(hf_dir: Path, progress: Callable[[int, int], None] | None = None) -> dict[str, torch.Tensor]:
-    """Every tensor of the folder's safetensors files; `progress(nbytes, total)` after each file is read."""
+def _read_hf_weights(hf_dir: Path, progress: Callable[[int, int], None] | None = None,
+                     expected: dict[str, tuple[int, ...]] | None = None) -> dict[str, torch.Tensor]:
+    """Every tensor of the folder's safetensors files; `progress(nbytes, total)` after each file is read. With
+    `expected` (olmo's names -> shapes), each file's header is checked against it before a byte of it is read:
+    a header may declare a tensor of any size (a sparse file of terabytes), and reading it would cost that."""
     from safetensors.torch import load_file
 
     index = hf_dir / "model.safetensors.index.json"
@@ -315,7 +356,11 @@ def _read_hf_weights(hf_dir: Path, progress: Callable[[int, int], None] | None =
     total = sum((hf_dir / f).stat().st_size for f in files)
     for f in files:
         try:
+            if expected is not None:
+                _check_declared(hf_dir, f, expected)
             weights.update(load_file(str(hf_dir / f)))
+        except ConfigError:
+            raise
         except Exception as e:  # safetensors raises its own error type for a damaged or cut file
             first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)[:200]
             raise ConfigError(f"{hf_dir / f} is not a readable safetensors file ({first}); download it "
@@ -325,16 +370,42 @@ def _read_hf_weights(hf_dir: Path, progress: Callable[[int, int], None] | None =
     return weights
 
 
+def _check_weight(hf_dir: Path, name: str, shape: tuple[int, ...], expected: dict[str, tuple[int, ...]]) -> bool:
+    """Whether HF weight `name` of `shape` is one olmo keeps (False: a buffer recomputed on load); ConfigError
+    for a weight olmo has no place for or one of another shape than config.json implies."""
+    if name.endswith("rotary_emb.inv_freq"):  # a buffer some older exports carry; recomputed from rope_theta
+        return False
+    try:
+        ours = from_hf_key(name)
+    except KeyError:
+        raise ConfigError(f"{hf_dir}: unexpected weight '{name}'; not an OLMo 2/3 checkpoint") from None
+    if ours not in expected or shape != tuple(expected[ours]):
+        raise ConfigError(f"{hf_dir}: weight '{name}' has shape {shape}, config.json implies "
+                          f"{tuple(expected.get(ours, ()))}")
+    return True
+
+
+def _check_declared(hf_dir: Path, f: str, expected: dict[str, tuple[int, ...]]) -> None:
+    """Every tensor the header of safetensors file `f` declares, checked by name and shape (nothing read)."""
+    from safetensors import safe_open
+
+    with safe_open(str(hf_dir / f), "pt") as st:
+        for name in st.keys():  # noqa: SIM118 - safe_open is not a mapping
+            _check_weight(hf_dir, name, tuple(st.get_slice(name).get_shape()), expected)
+
+
 def _index_files(index: Path) -> list[str]:
     """The weight files model.safetensors.index.json names: plain names inside the folder only."""
     try:
-        weight_map = json.loads(read_small(index))["weight_map"]
+        weight_map = load_json(index, "model config")["weight_map"]
         names = list(weight_map.values())
+    except OSError as e:
+        raise ConfigError(f"{index} cannot be read ({e.strerror})") from None
     except (ValueError, RecursionError, KeyError, TypeError, AttributeError):
         raise ConfigError(f"{index} is not a safetensors index (JSON with a weight_map); download it again") from None
     for n in names:
         if not isinstance(n, str) or not n or "/" in n or "\\" in n or n in (".", ".."):
-            raise ConfigError(f"{index} names a weight file outside the model folder ({n!r}); it is not a "
+            raise ConfigError(f"{index} names a weight file outside the model folder ({shown(n)}); it is not a "
                               "Hugging Face model index")
     return names
 
@@ -342,7 +413,7 @@ def _index_files(index: Path) -> list[str]:
 def _read_hf_config(conf: Path) -> ModelConfig:
     """config.json as a ModelConfig; ConfigError naming the file for anything that is not an OLMo 2/3 config."""
     try:
-        raw = json.loads(read_small(conf))
+        raw = load_json(conf, "model config")
     except OSError as e:
         raise ConfigError(f"{conf} cannot be read ({e.strerror})") from None
     except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply to parse
@@ -366,6 +437,20 @@ def _read_hf_config(conf: Path) -> ModelConfig:
     # through the recipe loader, so every field gets its declared type (or a message naming it), then the
     # checks any recipe gets
     return checked_model(from_dict({"model": dataclasses.asdict(model_cfg)}, str(conf)).model, conf)
+
+
+def _check_tokenizer(hf_dir: Path, data: bytes | None) -> None:
+    """ConfigError unless `data` (the folder's tokenizer.json, copied into the checkpoint) is a tokenizer."""
+    if data is None:
+        return
+    from tokenizers import Tokenizer
+
+    try:
+        Tokenizer.from_str(data.decode())
+    except Exception as e:  # tokenizers raises its own Exception type; bytes that are not UTF-8 raise ValueError
+        first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)[:200]
+        raise ConfigError(f"{hf_dir / 'tokenizer.json'} is not a Hugging Face tokenizer file ({first}); download "
+                          "it again") from None
 
 
 def checked_model(model_cfg: ModelConfig, source: Path) -> ModelConfig:
@@ -392,23 +477,26 @@ def import_hf(hf_dir: Path, out: Path, overwrite: bool = False,
     if not conf.is_file():
         raise ConfigError(f"{hf_dir} has no config.json; give a Hugging Face model folder")
     model_cfg = _read_hf_config(conf)
+    check_local(out, "OUT_CHECKPOINT")
     check_output_dir(out, "output checkpoint")
-    if out.exists() and not overwrite:
-        raise ConfigError(f"{out} already exists; pass --overwrite or choose another output directory")
+    target = outputs.claim(out, "import-hf")
+    outputs.require_overwrite(target, overwrite)
     with torch.device("meta"):
-        expected = {k: v.shape for k, v in Transformer(model_cfg).state_dict().items()}
+        expected = {k: tuple(v.shape) for k, v in Transformer(model_cfg).state_dict().items()}
     weights: dict[str, torch.Tensor] = {}
-    for name, t in _read_hf_weights(hf_dir, progress).items():
-        if name.endswith("rotary_emb.inv_freq"):  # a buffer some older exports carry; recomputed from rope_theta
-            continue
-        try:
-            ours = from_hf_key(name)
-        except KeyError:
-            raise ConfigError(f"{hf_dir}: unexpected weight '{name}'; not an OLMo 2/3 checkpoint") from None
-        if ours not in expected or tuple(t.shape) != tuple(expected[ours]):
-            raise ConfigError(f"{hf_dir}: weight '{name}' has shape {tuple(t.shape)}, config.json implies "
-                              f"{tuple(expected.get(ours, ()))}")
-        weights[ours] = t.to(torch.float32).contiguous()
+    # one bar for the read and the write: the total is the files read plus the fp32 weights written
+    total = [sum(math.prod(s) * 4 for s in expected.values())]
+    written = total[0]
+
+    def advance(n: int, read_total: int | None = None) -> None:
+        if read_total is not None:
+            total[0] = read_total + written
+        if progress:
+            progress(n, total[0])
+
+    for name, t in _read_hf_weights(hf_dir, advance, expected).items():
+        if _check_weight(hf_dir, name, tuple(t.shape), expected):
+            weights[from_hf_key(name)] = t.to(torch.float32).contiguous()
     missing = sorted(set(expected) - set(weights))
     if missing:
         raise ConfigError(f"{hf_dir} is missing {len(missing)} weight(s), e.g. {to_hf_key(missing[0])}")
@@ -416,16 +504,19 @@ def import_hf(hf_dir: Path, out: Path, overwrite: bool = False,
                       data=DataConfig(seq_len=min(4096, model_cfg.max_seq_len)),
                       optim=OptimConfig(lr=1e-5, warmup_steps=100, schedule="linear", final_lr_ratio=0.0),
                       steps=1000, save_interval=250)
-    tok = out / "tokenizer.json" if (hf_dir / "tokenizer.json").is_file() else "MODEL_TOKENIZER.json"
-    recipe = (f"# Fine-tune {hf_dir.name} (written by olmo import-hf). lr 1e-5 with a linear decay is a cautious\n"
-              f"# starting point, not a tuned value. Tokenize your data with the model's own tokenizer:\n"
-              f"#   olmo prepare-data -i docs.jsonl -o data/ft -t {tok}\n"
-              f"#   olmo train {out / 'recipe.yaml'} --set data.paths=[data/ft]\n" + to_yaml(cfg))
+    tok = out / "tokenizer.json" if (hf_dir / "tokenizer.json").is_file() else None
+    steps = "".join(f"#   {line}\n" for line in fine_tune_commands(out, tok))
+    recipe = (f"# Fine-tune {_one_line(hf_dir.name)} (written by olmo import-hf). lr 1e-5 with a linear decay is a "
+              "cautious\n# starting point, not a tuned value. Tokenize your data with the model's own tokenizer:\n"
+              + steps + to_yaml(cfg))
     extra = {"recipe.yaml": recipe.encode()}
     from olmo.data import tokenizer_files
     extra.update(tokenizer_files.from_dir(hf_dir))  # tokenizer.json with the tokenizer_config.json naming its tokens
+    _check_tokenizer(hf_dir, extra.get(tokenizer_files.TOKENIZER_JSON))
     from olmo.recipe import config_to_dict
 
     state = {"step": 0, "tokens_seen": 0, "world_size": 1, "config": config_to_dict(cfg), "source": str(hf_dir)}
-    checkpoint.save_weights(out, weights, state, extra, overwrite)
+    needed = sum(t.nbytes for t in weights.values()) + sum(map(len, extra.values()))
+    with _building(target, overwrite, needed) as tmp, watch_folder((tmp,), advance):
+        checkpoint.write_weights(tmp, weights, state, extra)
     return out, model_cfg

@@ -9,11 +9,11 @@ OLMo-core's trainer (3.x) writes a save folder of `step<N>/` directories, each
                                                                  TransformerConfig, as_config_dict() form)
 
 and `save_model_and_optim_state(dir, ...)` alone writes just the DCP files into `dir`. We read the weights
-(never the pickled trainer state: loading a pickle runs code) and translate the `model` section of
-config.json into our ModelConfig. Our own checkpoints go the other way with no conversion: their folders are
-named `step<N>` and hold the DCP `.metadata` at the top, which OLMo-core's `Checkpointer.find_checkpoints` /
-`dir_is_checkpoint` accept; they carry OLMo-core's `.metadata.json` (so `find_checkpoints(ephemeral=False)`
-keeps them); and their parameter names are the ones in PARAM_NAMES, so
+through olmo/checkpoint_reader.py (never the pickled trainer state: loading a pickle runs code) and translate
+the `model` section of config.json into our ModelConfig. Our own checkpoints go the other way with no
+conversion: their folders are named `step<N>` and hold the DCP `.metadata` at the top, which OLMo-core's
+`Checkpointer.find_checkpoints` / `dir_is_checkpoint` accept; they carry OLMo-core's `.metadata.json` (so
+`find_checkpoints(ephemeral=False)` keeps them); and their parameter names are the ones in PARAM_NAMES, so
 `olmo_core.distributed.checkpoint.load_model_and_optim_state` loads them into an OLMo-core Transformer.
 """
 
@@ -24,7 +24,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from olmo.fsutil import read_small
+from olmo.interop.core_options import UnsupportedOption, check
+from olmo_common.bounded.data import load_json
 
 MODEL_AND_OPTIM = "model_and_optim"
 CONFIG_JSON = "config.json"
@@ -114,36 +115,29 @@ def step_of(path: Path) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _get(d: dict[str, Any], *keys: str) -> Any:
+def _nested_get(tree: dict[str, Any], *keys: str) -> Any:
     for k in keys:
-        if not isinstance(d, dict):
+        if not isinstance(tree, dict):
             return None
-        d = d.get(k)  # type: ignore[assignment]
-    return d
+        tree = tree.get(k)  # type: ignore[assignment]
+    return tree
 
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def model_config_dict(core: dict[str, Any]) -> dict[str, Any]:
-    """Our `model:` section for OLMo-core's TransformerConfig dict; ValueError for a model we cannot train
-    (another block, norm, activation or RoPE kind, biases, tied embeddings, per-head QK-norm)."""
+def model_config_dict(core: dict[str, Any], training: bool = False) -> dict[str, Any]:
+    """Our `model:` section for OLMo-core's TransformerConfig dict. UnsupportedOption naming the first option olmo
+    cannot represent (interop/core_options.py has the table; `training`: for --init-from, where training-only
+    options such as dropout count too); ValueError for a config that is not one at all."""
     if not isinstance(core.get("block", {}), dict):
         raise ValueError("'block' is not a mapping")
+    check(core, training)
     block = _dict(core.get("block"))
     attn = _dict(block.get("sequence_mixer") or block.get("attention"))  # 3.x names it sequence_mixer
     ff = _dict(block.get("feed_forward"))
     rope = _dict(attn.get("rope"))
-    kinds = (("block type", block.get("name"), "reordered_norm"), ("norm", _get(block, "layer_norm", "name"), "rms"),
-             ("activation", ff.get("activation"), "silu"), ("RoPE", rope.get("name"), "default"))
-    for what, got, want in kinds:
-        if got not in (None, want):
-            raise ValueError(f"{what} '{got}' (olmo's OLMo 2/3 model has {want})")
-    if rope.get("scaling") or attn.get("bias") or ff.get("bias") or core.get("tie_word_embeddings"):
-        raise ValueError("RoPE scaling, biases or tied embeddings (olmo's OLMo 2/3 model has none of them)")
-    if attn.get("use_head_qk_norm"):
-        raise ValueError("per-head QK-norm (olmo normalises the whole q and k projection, as OLMo 2/3)")
     for key in ("d_model", "n_layers", "vocab_size"):
         if not isinstance(core.get(key), int):
             raise ValueError(f"no integer '{key}' in the model config")
@@ -151,7 +145,7 @@ def model_config_dict(core: dict[str, Any]) -> dict[str, Any]:
                            "n_heads": attn.get("n_heads", 16), "qk_norm": attn.get("qk_norm") is not None}
     for ours, value in (("n_kv_heads", attn.get("n_kv_heads")), ("head_dim", attn.get("head_dim")),
                         ("mlp_hidden", ff.get("hidden_size")), ("rope_theta", rope.get("theta")),
-                        ("norm_eps", _get(block, "layer_norm", "eps"))):  # not init_std: weights are loaded
+                        ("norm_eps", _nested_get(block, "layer_norm", "eps"))):  # not init_std: weights are loaded
         if value is not None:
             out[ours] = value
     swa = _dict(attn.get("sliding_window"))
@@ -164,20 +158,24 @@ def model_config_dict(core: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def read_model_config(path: Path) -> dict[str, Any] | None:
+def read_model_config(path: Path, training: bool = False) -> dict[str, Any] | None:
     """Our `model:` section from the checkpoint's config.json (OLMo-core's ConfigSaverCallback writes it into
-    every checkpoint); None when there is none. ValueError when it is there but unreadable or foreign."""
+    every checkpoint); None when there is none. ValueError when it is there but unreadable; UnsupportedOption
+    (naming the checkpoint and the option) when it holds a model olmo cannot represent."""
     conf = path / CONFIG_JSON
     if not conf.is_file():
         return None
     try:
-        data = json.loads(read_small(conf))
+        data = load_json(conf, "model config")
     except (OSError, ValueError, RecursionError) as e:  # ValueError: not JSON, or not UTF-8
         raise ValueError(f"{conf} is not JSON ({e})") from None
     model = data.get("model") if isinstance(data, dict) else None
     if not isinstance(model, dict):
         raise ValueError(f"{conf} has no 'model' section")
-    return model_config_dict(model)
+    try:
+        return model_config_dict(model, training)
+    except UnsupportedOption as e:
+        raise UnsupportedOption(f"checkpoint {path}: {e}") from None
 
 
 def train_state(path: Path) -> dict[str, Any]:
@@ -185,79 +183,3 @@ def train_state(path: Path) -> dict[str, Any]:
     there) the model config; `format` marks it as OLMo-core's."""
     model = read_model_config(path)
     return {"step": step_of(path), "format": "olmo-core", "config": {"model": model} if model is not None else {}}
-
-
-# DCP keeps a checkpoint's index in `.metadata`, a pickle, and unpickling may run any code the file names. The
-# reader below unpickles only what DCP metadata holds (its own dataclasses, torch.Size, dtypes, layouts, a path),
-# so a checkpoint from elsewhere cannot run code when it is opened; anything else is refused with its name.
-# OLMo-core's writer pickles its own storage-info class (torch's fields, minus the newer
-# `transform_descriptors`): it is mapped to torch's, so OLMo-core need not be installed to read its checkpoints.
-_CORE_STORAGE_INFO = ("olmo_core.distributed.checkpoint.filesystem", "_StorageInfo")
-_DCP_MODULES = ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem",
-                "torch.distributed.checkpoint._extension")
-_ALLOWED = {("torch.serialization", "_get_layout"), ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"),
-            ("pathlib", "WindowsPath"), ("pathlib", "PureWindowsPath"), ("collections", "OrderedDict"),
-            ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice"), ("copyreg", "__newobj__"),
-            ("copyreg", "_reconstructor"), ("builtins", "object")}
-
-
-def _safe_class(module: str, name: str) -> Any:
-    import dataclasses
-    import enum
-    import importlib
-
-    import torch
-    from torch.distributed.checkpoint.filesystem import _StorageInfo
-
-    from olmo.config import ConfigError
-
-    if (module, name) == _CORE_STORAGE_INFO:
-        return _StorageInfo
-    if module == "torch":
-        value = getattr(torch, name, None)
-        if value is torch.Size or isinstance(value, torch.dtype | torch.layout | torch.memory_format):
-            return value
-    elif module in _DCP_MODULES and not name.startswith("__"):
-        value = getattr(importlib.import_module(module), name, None)
-        # its own dataclasses and enums only: never a function, a class it merely imports (Tensor, Path), or one
-        # whose constructor acts (FileSystemWriter, the loaders that start threads)
-        if isinstance(value, type) and value.__module__ == module and (
-                dataclasses.is_dataclass(value) or issubclass(value, enum.Enum)):
-            return value
-    elif (module, name) in _ALLOWED:
-        return getattr(importlib.import_module(module), name)
-    raise ConfigError(f"checkpoint metadata names {module}.{name}, which DCP metadata never holds; refusing to "
-                      "load it (it could run code): use a checkpoint written by olmo or OLMo-core")
-
-
-def reader(dcp_dir: Path) -> Any:
-    """A torch FileSystemReader for a DCP directory (ours or OLMo-core's) that unpickles `.metadata` safely."""
-    import pickle
-
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
-
-    class _Unpickler(pickle.Unpickler):
-        def find_class(self, module: str, name: str) -> Any:
-            return _safe_class(module, name)
-
-    class _SafeReader(dcp.FileSystemReader):
-        def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
-            from olmo.config import ConfigError
-
-            try:
-                with open(Path(self.path) / ".metadata", "rb") as f:
-                    metadata = _Unpickler(f).load()
-            except ConfigError:
-                raise
-            except Exception as e:  # truncated or garbage bytes: pickle raises many types
-                raise ConfigError(f"{self.path}/.metadata is damaged ({type(e).__name__}: {e}); pick another "
-                                  "checkpoint") from None
-            if not isinstance(metadata, Metadata):
-                raise ConfigError(f"{self.path}/.metadata is not DCP metadata ({type(metadata).__name__})")
-            if getattr(metadata, "storage_meta", None) is None:
-                metadata.storage_meta = StorageMeta()
-            metadata.storage_meta.load_id = self.load_id  # type: ignore[union-attr]
-            return metadata
-
-    return _SafeReader(dcp_dir)

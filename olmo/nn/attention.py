@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from olmo.errors import ConfigError
 from olmo.nn import attention_flex
 
 AttnFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "int | None"], torch.Tensor]
@@ -57,8 +58,6 @@ def register(name: str, unavailable: Callable[[torch.device], str | None] = lamb
 def get_backend(name: str, device: torch.device, windowed: bool = False) -> Backend:
     """The backend called `name`, or a ConfigError saying why it cannot be used on `device` (for a model with
     sliding-window layers when `windowed`)."""
-    from olmo.config import ConfigError
-
     if name not in BACKENDS:
         raise ConfigError(f"model.attn_backend '{name}' is not one of: {', '.join(BACKENDS)}")
     why = BACKENDS[name].unavailable(device)

@@ -37,7 +37,7 @@ class Choice:
     timings_ms: dict[str, float]
 
 
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-12))
 
 
@@ -73,7 +73,8 @@ def measure(cfg: ModelConfig, batch: int, seq: int, device: torch.device,
     most common kind of layer)} for every candidate that can run here."""
     runnable = candidates(cfg, device, names)
     gen = torch.Generator(device=device).manual_seed(0)
-    shape_q, shape_kv = (batch, seq, cfg.n_heads, cfg.hd), (batch, seq, cfg.n_kv, cfg.hd)
+    head_dim = cfg.effective_head_dim
+    shape_q, shape_kv = (batch, seq, cfg.n_heads, head_dim), (batch, seq, cfg.effective_n_kv_heads, head_dim)
     q = torch.randn(shape_q, device=device, dtype=torch.bfloat16, generator=gen).requires_grad_()
     k = torch.randn(shape_kv, device=device, dtype=torch.bfloat16, generator=gen).requires_grad_()
     v = torch.randn(shape_kv, device=device, dtype=torch.bfloat16, generator=gen).requires_grad_()
@@ -91,7 +92,7 @@ def measure(cfg: ModelConfig, batch: int, seq: int, device: torch.device,
         ms = sum(count * timed[w][0] for w, count in kinds.items()) / cfg.n_layers
         results[name] = (ms, timed[main][1])
     ref = results.get("sdpa", next(iter(results.values()), (0.0, None)))[1]
-    return {n: (ms, _rel(out, ref) if ref is not None else 0.0) for n, (ms, out) in results.items()}
+    return {n: (ms, _relative_error(out, ref) if ref is not None else 0.0) for n, (ms, out) in results.items()}
 
 
 def decide(measured: dict[str, tuple[float, float]]) -> Choice:
@@ -119,18 +120,16 @@ def _cache_key(cfg: ModelConfig, batch: int, seq: int, device: torch.device) -> 
 
     parts = [torch.cuda.get_device_name(device), torch.__version__,
              *(installed(d) for d in ("flash-attn", "flash_attn_3", "xformers")), str(batch), str(seq),
-             str(cfg.n_heads), str(cfg.n_kv), str(cfg.hd), str(cfg.sliding_window)]
+             str(cfg.n_heads), str(cfg.effective_n_kv_heads), str(cfg.effective_head_dim), str(cfg.sliding_window)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
 def _recorded_by_build_kernels(device: torch.device) -> str | None:
     """What `olmo-doctor build-kernels` measured for this GPU and torch, when olmo-doctor has a record."""
-    try:
-        from olmo_doctor.build.verify import preferred_backend
-    except ImportError:
-        return None
-    winner = preferred_backend(torch.cuda.get_device_name(device), torch.__version__)
-    return RECORDED_NAMES.get(winner) if winner != "sdpa" else None
+    from olmo.cli.gate import kernels_measured_backend  # the one module that asks olmo-doctor
+
+    winner = kernels_measured_backend(torch.cuda.get_device_name(device), torch.__version__)
+    return RECORDED_NAMES.get(winner) if winner not in (None, "sdpa") else None
 
 
 def choose(cfg: ModelConfig, batch: int, seq: int, device: torch.device,
@@ -153,5 +152,6 @@ def choose(cfg: ModelConfig, batch: int, seq: int, device: torch.device,
     return choice
 
 
-def describe(choice: Choice) -> str:
+def backend_choice_line(choice: Choice) -> str:
+    """The log line naming the chosen backend and why it was chosen."""
     return f"attention backend {choice.backend}: {choice.reason}"

@@ -21,11 +21,12 @@ cannot use fp8 here, in one line, before anything is built. torchao is an option
 from __future__ import annotations
 
 import logging
+import os
 
 import torch
 import torch.nn as nn
 
-MIN_CAPABILITY = (8, 9)  # also in olmo_doctor/tables.py, for `check`: the trainer does not import the doctor
+MIN_CAPABILITY = (8, 9)  # also in olmo_doctor/compat/kernels.py, for `check`: the trainer does not import the doctor
 INSTALL_HINT = "pip install torchao (or the olmo-doctor[fp8] extra)"
 
 
@@ -55,8 +56,16 @@ def _unfit(e: BaseException) -> str:
             "or use precision bf16")
 
 
+EMULATION = "OLMO_FP8_EMULATION"  # =1: let fp8 run on a device without float8 tensor cores (tests; slow)
+
+
 def problem(device: torch.device) -> str | None:
     """Why `precision: fp8` cannot run on `device` (one line with what to do), or None when it can."""
+    return software_problem() or hardware_problem(device)
+
+
+def software_problem() -> str | None:
+    """Why torchao's float8 training cannot be used in this environment, or None."""
     try:
         module = _import_float8()
     except ModuleNotFoundError as e:
@@ -67,8 +76,13 @@ def problem(device: torch.device) -> str | None:
         return _unfit(e)
     # the two names apply_float8 calls: a torchao too old to have them would fail mid-setup with a traceback
     gone = [n for n in API if not hasattr(module, n)]
-    if gone:
-        return _unfit(ImportError(f"torchao.float8 has no {', '.join(gone)}"))
+    return _unfit(ImportError(f"torchao.float8 has no {', '.join(gone)}")) if gone else None
+
+
+def hardware_problem(device: torch.device) -> str | None:
+    """Why `device` cannot run fp8: only a GPU with float8 tensor cores can (compute capability 8.9 or newer).
+    torch also runs float8 matmuls on a CPU, far slower than fp32 there: refused like any device without the
+    tensor cores, unless OLMO_FP8_EMULATION=1 asks for it (how the float8 path is tested without a GPU)."""
     if device.type == "cuda":
         cap = torch.cuda.get_device_capability(device)
         if cap < MIN_CAPABILITY:
@@ -76,7 +90,10 @@ def problem(device: torch.device) -> str | None:
             return (f"precision fp8 needs float8 tensor cores (compute capability 8.9 or newer: Ada, Hopper, "
                     f"Blackwell); {name} is {cap[0]}.{cap[1]}; use precision bf16")
         return None
-    try:  # elsewhere torch may or may not implement float8 matmuls: try one
+    if os.environ.get(EMULATION) != "1":
+        return (f"precision fp8 needs float8 tensor cores (an NVIDIA GPU of compute capability 8.9 or newer: Ada, "
+                f"Hopper, Blackwell), and this run is on {device.type}; use precision bf16 or fp32")
+    try:  # emulation asked for: torch may or may not implement float8 matmuls here, so try one
         a = torch.ones(16, 16, device=device).to(torch.float8_e4m3fn)
         one = torch.ones((), device=device)
         torch._scaled_mm(a, a.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)

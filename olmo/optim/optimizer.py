@@ -23,7 +23,10 @@ def build_optimizer(model: torch.nn.Module, cfg: OptimConfig, device: torch.devi
     no_decay: list[torch.nn.Parameter] = []
     for name, p in model.named_parameters():
         (no_decay if name.startswith("embeddings.") else decay).append(p)
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    # `initial_lr` (the peak LR, which our schedule never reads) is the field OLMo-core's optimizers and schedulers
+    # keep in every group: without it in our checkpoints its Trainer refuses to load their optimizer state
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay, "initial_lr": cfg.lr},
+              {"params": no_decay, "weight_decay": 0.0, "initial_lr": cfg.lr}]
     betas = (cfg.betas[0], cfg.betas[1])
     if copies_dtype is not None and cfg.compute_copies:
         from olmo.optim.mixed_precision import MasterAdamW, attach_compute_copies

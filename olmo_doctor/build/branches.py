@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from olmo_common.bounded.files import read_text
 from olmo_doctor.errors import UsageError
 
 EVEN_MULTIPLE = 256  # the largest tile (split-KV kBlockN for head dim <= 64) in flash-attn 2.8
@@ -177,7 +178,7 @@ def _read(tree: Path, rel: str, edited: dict[str, str]) -> str:
     path = tree / rel
     if not path.is_file():
         raise BranchSplitError(f"{path} not found; is {tree} a flash-attn 2 source tree?")
-    return path.read_text()
+    return read_text(path, "source file")
 
 
 def split_branches(tree: Path, units: list[str], edited: dict[str, str]) -> dict[str, str]:
@@ -191,23 +192,32 @@ def split_branches(tree: Path, units: list[str], edited: dict[str, str]) -> dict
     out[switch] = _read(tree, switch, edited) + _switch_macros()
     added: list[str] = []
     for unit in units:
-        text = _read(tree, unit, edited)
-        launch = _LAUNCH.search(text)
-        spec = _SPECIALISED.search(text) or _INSTANTIATED.search(text)
-        if not launch or not spec:
-            raise BranchSplitError(f"{unit}: no kernel entry point of the expected form; not the pinned version")
-        call = spec.groupdict().get("call") or spec["entry"]
-        branches = branches_of(unit)
-        for branch in branches:
-            out[branch_file(unit, branch)] = _branch_source(unit, branch, launch[1], call, spec["params"])
-            added.append(branch_file(unit, branch))
-        out[unit] = _router_source(unit, branches, spec["entry"], spec["params"])
-    setup = _read(tree, "setup.py", edited)
-    # the branch files go first in the source list (right after flash_api.cpp): they are the long jobs
+        files = _split_unit(unit, _read(tree, unit, edited))
+        out.update(files)
+        added += [f for f in files if f != unit]
+    out["setup.py"] = _listed_first(_read(tree, "setup.py", edited), added)
+    return out
+
+
+def _split_unit(unit: str, text: str) -> dict[str, str]:
+    """One kernel file's branch files, then the file itself as their router."""
+    launch = _LAUNCH.search(text)
+    spec = _SPECIALISED.search(text) or _INSTANTIATED.search(text)
+    if not launch or not spec:
+        raise BranchSplitError(f"{unit}: no kernel entry point of the expected form; not the pinned version")
+    call = spec.groupdict().get("call") or spec["entry"]
+    branches = branches_of(unit)
+    out = {branch_file(unit, b): _branch_source(unit, b, launch[1], call, spec["params"]) for b in branches}
+    out[unit] = _router_source(unit, branches, spec["entry"], spec["params"])
+    return out
+
+
+def _listed_first(setup: str, added: list[str]) -> str:
+    """setup.py with the branch files first in the source list (right after flash_api.cpp): they are the long
+    jobs."""
     api = re.compile(r'(?m)^(?P<indent>\s*)"csrc/flash_attn/flash_api\.cpp",\n')
     m = api.search(setup)
     if not m or len(api.findall(setup)) != 1:
         raise BranchSplitError("setup.py: flash_api.cpp is not listed once in the sources")
     lines = "".join(f'{m["indent"]}"{f}",\n' for f in added)
-    out["setup.py"] = setup[: m.end()] + lines + setup[m.end():]
-    return out
+    return setup[: m.end()] + lines + setup[m.end():]

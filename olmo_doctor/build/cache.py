@@ -15,7 +15,6 @@ wheel into a private folder and checks that copy, so the bytes pip installs are 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -26,9 +25,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from olmo_common.bounded.data import load_json
+from olmo_common.bounded.files import sha256_file
 from olmo_doctor.build.plan import BuildPlan
 from olmo_doctor.errors import UsageError
 from olmo_doctor.fix import journal_key
+from olmo_doctor.isolation import child_env
 from olmo_doctor.resources import user_cache_dir
 
 RECORD = "wheel.json"
@@ -43,26 +45,36 @@ def entry_dir(plan: BuildPlan, root: Path | None = None) -> Path:
     return (root or cache_root()) / plan.package / plan.cache_digest
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def _symlinked(*folders: Path) -> Path | None:
+    """The first of these cache folders that is a symlink: the cache is only ever real folders of this user's,
+    so a link there (into a shared or attacker-written folder) is refused, never followed."""
+    return next((f for f in folders if f.is_symlink()), None)
+
+
+def _link_refusal(link: Path) -> str:
+    return f"{link} is a symlink; olmo-doctor keeps its wheel cache in real folders only (remove the link)"
 
 
 def find(plan: BuildPlan, root: Path | None = None) -> tuple[Path | None, str | None]:
     """(the cached wheel, None) when one was stored for this key and is intact; (None, why it was refused) when
     a cache entry exists but cannot be trusted; (None, None) when there is none."""
     d = entry_dir(plan, root)
+    link = _symlinked(root or cache_root(), d.parent, d)
+    if link is not None:
+        return None, _link_refusal(link) + "; not using the cached wheel there"
     try:
-        key = json.loads((d / "key.json").read_text())
+        key = load_json(d / "key.json", "wheel cache record")
     except (OSError, ValueError, RecursionError):
         return None, None
     if key != plan.cache_key:
         return None, None
+    return _trusted(d, key)
+
+
+def _trusted(d: Path, key: object) -> tuple[Path | None, str | None]:
+    """The wheel of cache entry d when its record is olmo-doctor's own and the wheel matches it, else why not."""
     try:
-        record = json.loads((d / RECORD).read_text())
+        record = load_json(d / RECORD, "wheel cache record")
         name, digest = record["file"], record["sha256"]
     except (OSError, ValueError, RecursionError, KeyError, TypeError):
         return None, f"{d} has no record of the wheel it holds; refusing it"
@@ -74,16 +86,21 @@ def find(plan: BuildPlan, root: Path | None = None) -> tuple[Path | None, str | 
         return None, f"{d} cannot be checked ({e}); refusing it"
     if not signed:  # whoever can write the cache folder can also write a record that matches their wheel
         return None, f"{d / RECORD} was not written by olmo-doctor for this user; refusing the cached wheel"
-    wheel = d / name
+    problem = _wheel_problem(d / name, digest)
+    return (None, problem) if problem else (d / name, None)
+
+
+def _wheel_problem(wheel: Path, digest: str) -> str | None:
+    """Why the stored wheel cannot be used (missing, not a regular file, changed since it was built), or None."""
     try:
         st = os.lstat(wheel)
     except OSError:
-        return None, f"{wheel} is missing"
+        return f"{wheel} is missing"
     if not stat.S_ISREG(st.st_mode):
-        return None, f"{wheel} is not a regular file; refusing it"
-    if sha256_of(wheel) != digest:
-        return None, f"{wheel} does not match the sha256 recorded when it was built; refusing it"
-    return wheel, None
+        return f"{wheel} is not a regular file; refusing it"
+    if sha256_file(wheel) != digest:
+        return f"{wheel} does not match the sha256 recorded when it was built; refusing it"
+    return None
 
 
 def _signed(name: str, digest: str, key: object) -> bytes:
@@ -96,14 +113,21 @@ def lookup(plan: BuildPlan, root: Path | None = None) -> Path | None:
     return find(plan, root)[0]
 
 
+def _describes(record: object, name: str) -> bool:
+    """A record of this wheel file, with a sha256."""
+    return isinstance(record, dict) and record.get("file") == name and isinstance(record.get("sha256"), str)
+
+
 def recorded_sha256(wheel: Path) -> str | None:
     """The sha256 stored beside a cached wheel by this user's olmo-doctor (its record's HMAC checks), or None."""
+    if _symlinked(wheel.parent.parent.parent, wheel.parent.parent, wheel.parent) is not None:
+        return None
     try:
-        record = json.loads((wheel.parent / RECORD).read_text())
-        key = json.loads((wheel.parent / "key.json").read_text())
+        record = load_json(wheel.parent / RECORD, "wheel cache record")
+        key = load_json(wheel.parent / "key.json", "wheel cache record")
     except (OSError, ValueError, RecursionError):
         return None
-    ok = isinstance(record, dict) and record.get("file") == wheel.name and isinstance(record.get("sha256"), str)
+    ok = _describes(record, wheel.name)
     try:
         ok = ok and journal_key.valid(_signed(wheel.name, record["sha256"], key), record.get("mac"))
     except UsageError:
@@ -114,10 +138,13 @@ def recorded_sha256(wheel: Path) -> str | None:
 def store(plan: BuildPlan, wheel: Path, extra: dict[str, Any] | None = None, root: Path | None = None) -> Path:
     """Copy the wheel in atomically (temp dir + rename) so a crash never leaves a half entry behind."""
     d = entry_dir(plan, root)
+    link = _symlinked(root or cache_root(), d.parent)
+    if link is not None:
+        raise UsageError(_link_refusal(link) + f"; the wheel built is at {wheel}")
     d.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=".tmp-"))
     shutil.copyfile(wheel, tmp / wheel.name)
-    digest = sha256_of(tmp / wheel.name)  # the bytes in the cache, as copied
+    digest = sha256_file(tmp / wheel.name)  # the bytes in the cache, as copied
     record = {"file": wheel.name, "sha256": digest, "mac": journal_key.sign(_signed(wheel.name, digest,
                                                                                    plan.cache_key))}
     (tmp / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True))
@@ -143,9 +170,10 @@ def install(wheel: Path, python: str, sha256: str | None = None) -> subprocess.C
     with tempfile.TemporaryDirectory(prefix="olmo-doctor-wheel-") as private:
         target = Path(private) / wheel.name
         shutil.copyfile(wheel, target)
-        if sha256_of(target) != expected:
+        if sha256_file(target) != expected:
             return subprocess.CompletedProcess([], 1, "", f"{wheel} does not match its recorded sha256 "
                                                f"{expected}; refusing to install it")
-        argv = [python, "-m", "pip", "install", "--no-index", "--no-deps", "--force-reinstall", "--quiet",
+        # -I: the verified wheel is installed by the environment's pip, never by a pip/ in the working folder
+        argv = [python, "-I", "-m", "pip", "install", "--no-index", "--no-deps", "--force-reinstall", "--quiet",
                 str(target)]
-        return subprocess.run(argv, capture_output=True, text=True)
+        return subprocess.run(argv, capture_output=True, text=True, env=child_env())

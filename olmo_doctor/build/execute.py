@@ -28,7 +28,9 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from olmo_common.bounded.files import CAPS, open_regular
 from olmo_doctor.build.plan import BuildPlan
+from olmo_doctor.isolation import safe_path
 
 NINJA_STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]\s*(.*)")
 _SOURCE = re.compile(r"\s-c\s+(?:\S*/)?([\w.+-]+\.(?:cu|cpp|c))\b")
@@ -109,6 +111,67 @@ _MILESTONES = (
 )
 
 
+_COLUMNS = (
+    SpinnerColumn(),
+    TextColumn("[bold]{task.description}"),
+    BarColumn(),
+    MofNCompleteColumn(),
+    TextColumn("{task.fields[unit]}"),
+    TimeElapsedColumn(),
+    TextColumn("ETA"),
+    TimeRemainingColumn(),
+)
+
+
+@dataclass
+class _Tracker:
+    """What the build's output says so far: compile steps done of how many, and a timeline of milestones."""
+
+    bar: Progress
+    task: Any
+    console: Console
+    start: float = field(default_factory=time.monotonic)
+    done: int = 0
+    total: int | None = None
+    timeline: list[tuple[float, str]] = field(default_factory=list)
+
+    def see(self, line: str) -> None:
+        event = next((name for marker, name in _MILESTONES if marker in line), None)
+        if event:
+            self.timeline.append((round(time.monotonic() - self.start, 1), event))
+        for step, steps, what in parse_progress([line]):
+            self._step(step, steps, what)
+        if "Building wheel for" in line and self.total is not None:
+            self.bar.update(self.task, completed=self.total, unit="linking and packing")
+
+    def _step(self, step: int, steps: int, what: str) -> None:
+        self.done, self.total = step, steps
+        elapsed = round(time.monotonic() - self.start, 1)
+        self.timeline.append((elapsed, f"[{step}/{steps}] {what}"))
+        # piped (not a terminal), ninja prints [n/N] when step n has finished
+        self.bar.update(self.task, completed=step, total=steps, unit=what)
+        if not self.console.is_terminal:  # logs and CI: one line per compile step instead of a bar
+            self.console.print(f"[{step}/{steps}] {what} ({elapsed:.0f} s)", markup=False, highlight=False)
+
+
+def _start(plan: BuildPlan) -> subprocess.Popen[str]:
+    """The build's process, its output piped line by line."""
+    # the fetched tree's setup.py runs by design; the tools it finds on PATH (nvcc, gcc, ninja) must not come
+    # from the working folder
+    env = {**os.environ, **plan.env}
+    env["PATH"] = safe_path(env.get("PATH", os.defpath))
+    return subprocess.Popen(
+        plan.argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        bufsize=1,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def run_plan(
     plan: BuildPlan,
     log_path: Path,
@@ -118,65 +181,30 @@ def run_plan(
     """Run the plan's argv with its env over ours; the log gets every line, the console a progress bar."""
     console = console or Console(stderr=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **plan.env}
-    start = time.monotonic()
-    done, total = 0, None
-    timeline: list[tuple[float, str]] = []
-    columns = (
-        SpinnerColumn(),
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[unit]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
     with (
         log_path.open("w") as log,
-        Progress(*columns, console=console, transient=False, disable=not console.is_terminal) as bar,
+        Progress(*_COLUMNS, console=console, transient=False, disable=not console.is_terminal) as bar,
     ):
         log.write(
             f"# olmo-doctor build-kernels: {plan.package} {plan.version}\n# argv: {plan.argv}\n# env: {plan.env}\n"
         )
-        task = bar.add_task(f"{plan.package} {plan.version}", total=None, unit="preparing")
-        proc = subprocess.Popen(
-            plan.argv,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            bufsize=1,
-            stdin=subprocess.DEVNULL,
-        )
+        track = _Tracker(bar, bar.add_task(f"{plan.package} {plan.version}", total=None, unit="preparing"), console)
+        proc = _start(plan)
         assert proc.stdout is not None
         with PeakRSS(proc.pid) as rss:
             for line in proc.stdout:
                 log.write(line)
                 if on_line:
                     on_line(line)
-                event = next((name for marker, name in _MILESTONES if marker in line), None)
-                if event:
-                    timeline.append((round(time.monotonic() - start, 1), event))
-                for step, steps, what in parse_progress([line]):
-                    done, total = step, steps
-                    elapsed = round(time.monotonic() - start, 1)
-                    timeline.append((elapsed, f"[{step}/{steps}] {what}"))
-                    # piped (not a terminal), ninja prints [n/N] when step n has finished
-                    bar.update(task, completed=step, total=steps, unit=what)
-                    if not console.is_terminal:  # logs and CI: one line per compile step instead of a bar
-                        console.print(f"[{step}/{steps}] {what} ({elapsed:.0f} s)", markup=False, highlight=False)
-                if "Building wheel for" in line and total is not None:
-                    bar.update(task, completed=total, unit="linking and packing")
+                track.see(line)
             rc = proc.wait()
-        if rc == 0 and total is not None:
-            bar.update(task, completed=total, unit="done")
-        wall = time.monotonic() - start
+        if rc == 0 and track.total is not None:
+            bar.update(track.task, completed=track.total, unit="done")
+        wall = time.monotonic() - track.start
         log.write(f"# returncode {rc}, wall {wall:.1f} s, peak RSS {rss.peak / 1e9:.2f} GB\n")
     wheels = sorted(Path(plan.wheel_dir).glob("*.whl"), key=lambda p: p.stat().st_mtime)
     wheel = wheels[-1] if rc == 0 and wheels else None
-    return BuildResult(rc, wall, rss.peak / 1e9, log_path, wheel, done, total, timeline)
+    return BuildResult(rc, wall, rss.peak / 1e9, log_path, wheel, track.done, track.total, track.timeline)
 
 
 def explain_failure(log_path: Path) -> dict[str, Any]:
@@ -203,9 +231,11 @@ def explain_failure(log_path: Path) -> dict[str, Any]:
 
 
 def first_error(log_path: Path, context: int = 6) -> str:
-    """The first `FAILED:` block or error line: ninja's summary at the end only says 'subcommand failed'."""
+    """The first `FAILED:` block or error line: ninja's summary at the end only says 'subcommand failed'. Only
+    the log's first CAPS["build log"] bytes are searched (a first error is near the start of what failed)."""
     try:
-        lines = log_path.read_text(errors="replace").splitlines()
+        with open_regular(log_path) as f:
+            lines = f.read(CAPS["build log"]).decode("utf-8", "replace").splitlines()
     except OSError:
         return ""
     # ninja's failed step, then a Python exception (setup.py failing before any compile), then any error line

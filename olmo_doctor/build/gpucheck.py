@@ -210,7 +210,8 @@ def check_xformers(shape: tuple[int, int, int, int]) -> dict[str, Any]:
     import xformers
     import xformers.ops as xops
 
-    info = subprocess.run([sys.executable, "-m", "xformers.info"], capture_output=True, text=True)
+    safe = "-P" if sys.version_info >= (3, 11) else "-I"  # never an xformers/ of the working folder
+    info = subprocess.run([sys.executable, safe, "-m", "xformers.info"], capture_output=True, text=True)
     res = _compare(
         lambda q, k, v: xops.memory_efficient_attention(q, k, v, attn_bias=xops.LowerTriangularMask()), shape
     )

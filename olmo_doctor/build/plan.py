@@ -15,11 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from olmo_doctor import tables
-from olmo_doctor.build.checks import MEMORY_FRACTION, RESERVED_GB, check_package, check_sizing
 from olmo_doctor.build.recipes import Recipe, Subset, arch_token
+from olmo_doctor.checks.build import MEMORY_FRACTION, RESERVED_GB, BuildContext
+from olmo_doctor.checks.kernels import about_installed_kernel
+from olmo_doctor.compat.gpus import name_to_cc
+from olmo_doctor.compat.release import major_minor
 from olmo_doctor.facts import Facts, FactValue, gpu_indices
 from olmo_doctor.findings import Finding
+from olmo_doctor.rules.engine import run_build_rules
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,8 @@ class BuildPlan:
     cache_digest: str
     blockers: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
+    # errors about kernels already installed (shown, never blocking: building is their fix)
+    installed_kernels: list[Finding] = field(default_factory=list)
     compile_jobs: int = 0  # files compiled: translation_units, or more when the subset splits branches
     split_branches: bool = False
 
@@ -116,6 +121,7 @@ class BuildPlan:
             "ok": self.ok,
             "blockers": [f.to_json() for f in self.blockers],
             "warnings": [f.to_json() for f in self.warnings],
+            "installed_kernels": [f.to_json() for f in self.installed_kernels],
         }
 
 
@@ -151,6 +157,13 @@ def size_jobs(
     )
 
 
+def peak_gb(jobs: int, heaviest_gb: float, mean_gb: float) -> float:
+    """Predicted peak RAM of a build: the reserve, the heaviest job, and the other jobs' mean share at that moment.
+    The shares are fitted to measured peaks (recipes/README.md): units start together but peak at different times,
+    so the others' share is below their peak alone (xformers: one CUTLASS-3 unit is nearly all of it)."""
+    return round(RESERVED_GB + heaviest_gb + max(0, jobs - 1) * mean_gb, 1)
+
+
 def target_ccs(facts: Facts, request: BuildRequest) -> tuple[list[str], list[str]]:
     """(GPU names, distinct compute capabilities) to build for: --arch wins over the GPUs present."""
     if request.archs:
@@ -158,7 +171,7 @@ def target_ccs(facts: Facts, request: BuildRequest) -> tuple[list[str], list[str
     names, ccs = [], []
     for i in gpu_indices(facts):
         name = str(facts.get(f"gpu.{i}.name") or f"GPU {i}")
-        cc = facts.get(f"gpu.{i}.compute_capability") or tables.gpu_name_to_cc(name)
+        cc = facts.get(f"gpu.{i}.compute_capability") or name_to_cc(name)
         names.append(name)
         if cc:
             ccs.append(_cc(str(cc)))
@@ -166,7 +179,7 @@ def target_ccs(facts: Facts, request: BuildRequest) -> tuple[list[str], list[str
 
 
 def _cc(text: str) -> str:
-    mm = tables.major_minor(text.rstrip("a"))
+    mm = major_minor(text.rstrip("a"))
     return f"{mm[0]}.{mm[1]}" if mm else text
 
 
@@ -178,57 +191,66 @@ def _token_key(token: str) -> float:
 
 
 def _cc_key(cc: str) -> tuple[int, int]:
-    return tables.major_minor(cc) or (0, 0)
+    return major_minor(cc) or (0, 0)
 
 
 def _python_abi(version: FactValue) -> str | None:
-    mm = tables.major_minor(version)
+    mm = major_minor(version)
     return f"cp{mm[0]}{mm[1]}" if mm else None
 
 
-def plan_build(
-    facts: Facts, recipe: Recipe, request: BuildRequest, check_findings: list[Finding] | None = None
-) -> BuildPlan:
-    """Everything the build will do on this machine. `check_findings`: the install-scope rules' findings
-    (`run_rules(facts, scope="install")`); their errors refuse the build, their warnings are shown."""
-    subset: Subset | None = None
-    if request.subset is not None:
-        subset = recipe.subsets[request.subset]  # the caller validated the name against the recipe
-    names, ccs = target_ccs(facts, request)
-    archs = sorted(
-        {t for t in (arch_token(recipe, cc) for cc in ccs) if t},
-        key=_token_key,
-    )
-    tus = subset.translation_units if subset else recipe.translation_units
-    threads = recipe.fixed_threads or max(1, min(len(archs) or 1, recipe.max_threads))
-    # nvcc --threads only runs gencode targets in parallel: memory and CPU grow with the archs compiled
-    working = max(1, min(len(archs) or 1, threads))
-    gb_job = (subset.gb_per_job_arch if subset else recipe.gb_per_job_arch) * working
-    # MAX_JOBS is sized with the heaviest unit's peak (safe whichever units run together); the expected
-    # peak is jobs x the mean unit (measured: 2 jobs peaked at 8.1-8.4 GB, 2 x 4.4 + 1 predicts 9.8)
-    mean = (subset.gb_mean_per_job_arch if subset else recipe.gb_per_job_arch) * working
+@dataclass(frozen=True)
+class _Load:
+    """How the compile is cut into jobs: the sizing, the heaviest job's and the others' mean GB, split or not."""
+
+    sizing: JobSizing
+    heaviest_gb: float
+    mean_gb: float
+    split: bool = False
+
+
+def _machine(facts: Facts) -> tuple[float | None, int | None]:
+    """(GB of memory to plan with, CPUs), None where the facts do not say."""
     mem = facts.get("mem.available_gb") or facts.get("mem.total_gb")
     cpus = facts.get("cpu.count")
-    memory_gb = float(mem) if isinstance(mem, (int, float)) else None
-    cpu_count = cpus if isinstance(cpus, int) else None
-    split = False
-    sizing = size_jobs(memory_gb, cpu_count, gb_job, working, tus, request.jobs)
-    if subset and subset.split_branches:
-        # Branch files cut the slowest job (a whole kernel file) to its slowest branch, but repeat ~15 s of
-        # headers per file: a win only when every long job runs in the same wave (routers are seconds long).
-        wide = size_jobs(memory_gb, cpu_count, gb_job, working, subset.compile_units, request.jobs)
-        long_jobs = subset.compile_units - subset.routers
-        if wide.jobs >= long_jobs:
-            split, sizing = True, wide
-            mean = subset.gb_mean_per_branch_job * working
-    version = recipe.version + (f"+{subset.local_version}" if subset else "")
-    key = {
+    return (float(mem) if isinstance(mem, (int, float)) else None), (cpus if isinstance(cpus, int) else None)
+
+
+def _load(facts: Facts, recipe: Recipe, subset: Subset | None, request: BuildRequest, working: int) -> _Load:
+    """MAX_JOBS is sized with the heaviest unit's peak (safe whichever units run together); the expected peak is
+    the heaviest job plus the others' mean share at that moment (peak_gb: jobs rarely peak together)."""
+    memory_gb, cpu_count = _machine(facts)
+    gb_job = (subset.gb_per_job_arch if subset else recipe.gb_per_job_arch) * working
+    mean = (subset.gb_mean_per_job_arch if subset else recipe.gb_mean_per_job_arch or recipe.gb_per_job_arch) * working
+    tus = subset.translation_units if subset else recipe.translation_units
+    whole = _Load(size_jobs(memory_gb, cpu_count, gb_job, working, tus, request.jobs), gb_job, mean)
+    if not (subset and subset.split_branches):
+        return whole
+    # Branch files cut the slowest job (a whole kernel file) to its slowest branch, but repeat ~15 s of
+    # headers per file: a win only when every long job runs in the same wave (routers are seconds long).
+    branch_gb = (subset.gb_per_branch_job or subset.gb_per_job_arch) * working
+    wide = size_jobs(memory_gb, cpu_count, branch_gb, working, subset.compile_units, request.jobs)
+    if wide.jobs < subset.compile_units - subset.routers:
+        return whole
+    return _Load(wide, branch_gb, subset.gb_mean_per_branch_job * working, split=True)
+
+
+def _subset_key(subset: Subset | None) -> dict[str, Any]:
+    """How the subset edits the source: a wheel from an earlier transformation (FA3 before its Python guard) is
+    not reused."""
+    if subset is None:
+        return {"subset": None, "subset_transform": None, "subset_edits": None}
+    return {"subset": subset.name, "subset_transform": subset.transform,
+            "subset_edits": {"drop": list(subset.drop_switches),
+                             "split": {k: list(v) for k, v in subset.split_switches.items()}}}
+
+
+def _cache_key(facts: Facts, recipe: Recipe, subset: Subset | None, request: BuildRequest, version: str,
+               archs: list[str], split: bool) -> dict[str, Any]:
+    return {
         "package": recipe.package,
         "version": version,
-        "subset": subset.name if subset else None,
-        # how the subset edits the source: a wheel from an earlier transformation (FA3 before its Python guard) is
-        # not reused
-        "subset_transform": subset.transform if subset else None,
+        **_subset_key(subset),
         "torch": facts.get("torch.version"),
         "cuda": facts.get("torch.cuda"),
         "nvcc": facts.get("nvcc.version"),
@@ -241,37 +263,65 @@ def plan_build(
         "source_id": request.source_id,
         "split_branches": split,
     }
+
+
+def _pip_argv(python: str, work: Path, tree: Path) -> list[str]:
+    # -I: pip itself from the environment, never a pip/ of the working folder
+    return [python, "-I", "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "--no-index",
+            "-w", str(work / "dist"), str(tree)]
+
+
+def _source(recipe: Recipe, request: BuildRequest) -> dict[str, Any]:
+    if request.source:
+        return {"kind": "path", "location": request.source,
+                **({"sha256": request.source_sha256} if request.source_sha256 else {})}
+    return {"kind": "sdist", "location": f"PyPI {recipe.package}=={recipe.version}", "file": recipe.sdist,
+            "sha256": recipe.sha256}
+
+
+def _judged(found: list[Finding], own: list[Finding]) -> tuple[list[Finding], list[Finding], list[Finding]]:
+    """(blockers, warnings, installed kernels) of the check findings `found` and the build rules' own.
+    A finding about a kernel already installed never refuses a build: building is its fix (build/verdict.py)."""
+    errors = _errors(found)
+    installed = [f for f in errors if about_installed_kernel(f.code)]
+    blockers = _errors(own) + [f for f in errors if f not in installed]
+    warnings = [f for f in found if f.severity == "warning"] + [f for f in own if f.severity != "error"]
+    return blockers, warnings, installed
+
+
+def _errors(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.severity == "error"]
+
+
+def _nvcc_threads(recipe: Recipe, archs: list[str]) -> int:
+    """nvcc --threads: the recipe's fixed number, else one per arch compiled up to its maximum."""
+    return recipe.fixed_threads or max(1, min(len(archs) or 1, recipe.max_threads))
+
+
+def _source_dir(work: Path, recipe: Recipe) -> Path:
+    """Where pip builds from: the fetched tree, or the recipe's subfolder of it."""
+    return work / "src" / recipe.subdir if recipe.subdir else work / "src"
+
+
+def plan_build(
+    facts: Facts, recipe: Recipe, request: BuildRequest, check_findings: list[Finding] | None = None
+) -> BuildPlan:
+    """Everything the build will do on this machine. `check_findings`: the install-scope rules' findings
+    (`run_rules(facts, scope="install")`); their errors refuse the build, their warnings are shown."""
+    # the caller validated the subset's name against the recipe
+    subset = recipe.subsets[request.subset] if request.subset is not None else None
+    names, ccs = target_ccs(facts, request)
+    archs = sorted({t for t in (arch_token(recipe, cc) for cc in ccs) if t}, key=_token_key)
+    tus = subset.translation_units if subset else recipe.translation_units
+    threads = _nvcc_threads(recipe, archs)
+    # nvcc --threads only runs gencode targets in parallel: memory and CPU grow with the archs compiled
+    load = _load(facts, recipe, subset, request, working=max(1, min(len(archs) or 1, threads)))
+    version = recipe.version + (f"+{subset.local_version}" if subset else "")
+    key = _cache_key(facts, recipe, subset, request, version, archs, load.split)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    root = Path(request.work_root).expanduser()
-    work = root / "build" / f"{recipe.package}-{digest}"
-    env = _env(recipe, subset, facts, archs, sizing.jobs, threads)
-    tree = work / "src" / recipe.subdir if recipe.subdir else work / "src"
-    argv = [
-        request.python,
-        "-m",
-        "pip",
-        "wheel",
-        "-v",
-        "--no-build-isolation",
-        "--no-deps",
-        "--no-index",
-        "-w",
-        str(work / "dist"),
-        str(tree),
-    ]
-    source = (
-        {"kind": "path", "location": request.source,
-         **({"sha256": request.source_sha256} if request.source_sha256 else {})}
-        if request.source
-        else {
-            "kind": "sdist",
-            "location": f"PyPI {recipe.package}=={recipe.version}",
-            "file": recipe.sdist,
-            "sha256": recipe.sha256,
-        }
-    )
-    found = check_findings or []
-    blockers = check_package(recipe, facts, ccs, archs) + [f for f in found if f.severity == "error"]
+    work = Path(request.work_root).expanduser() / "build" / f"{recipe.package}-{digest}"
+    own = run_build_rules(facts, BuildContext(recipe, tuple(ccs), tuple(archs), load.sizing))
+    blockers, warnings, installed = _judged(check_findings or [], own)
     return BuildPlan(
         package=recipe.package,
         version=version,
@@ -280,21 +330,22 @@ def plan_build(
         gpus=names,
         compute_capabilities=ccs,
         archs=archs,
-        source=source,
-        env=env,
-        argv=argv,
+        source=_source(recipe, request),
+        env=_env(recipe, subset, facts, archs, load.sizing.jobs, threads),
+        argv=_pip_argv(request.python, work, _source_dir(work, recipe)),
         work_dir=str(work),
         wheel_dir=str(work / "dist"),
         nvcc_threads=threads,
-        sizing=sizing,
+        sizing=load.sizing,
         translation_units=tus,
-        compile_jobs=subset.compile_units if split and subset else tus,
-        split_branches=split,
-        predicted_peak_gb=round(sizing.jobs * mean + RESERVED_GB, 1),
+        compile_jobs=subset.compile_units if load.split and subset else tus,
+        split_branches=load.split,
+        predicted_peak_gb=peak_gb(load.sizing.jobs, load.heaviest_gb, load.mean_gb),
         cache_key=key,
         cache_digest=digest,
         blockers=blockers,
-        warnings=[f for f in found if f.severity == "warning"] + check_sizing(facts, sizing),
+        warnings=warnings,
+        installed_kernels=installed,
     )
 
 
@@ -310,16 +361,23 @@ def _env(
     if subset:
         env.update(subset.env)
         env[subset.local_version_env] = subset.local_version
+    env.update(_toolchain(facts))
+    if facts.get("ccache.path"):
+        nvcc = f"{env['CUDA_HOME']}/bin/nvcc" if "CUDA_HOME" in env else "nvcc"
+        env["PYTORCH_NVCC"] = f"{facts['ccache.path']} {nvcc}"  # torch's hook for a compiler cache
+    return env
+
+
+def _toolchain(facts: Facts) -> dict[str, str]:
+    """CUDA_HOME when it has the headers, and CC/CXX as a matching pair (torch passes -ccbin $CC to nvcc)."""
+    env = {}
     home = facts.get("cuda.home")
     if home and facts.get("cuda.home_has_headers") is not False:
         env["CUDA_HOME"] = str(home)
     cxx = facts.get("gcc.cxx_env") or facts.get("gcc.path")
     cc = facts.get("gcc.cc_env") or (_sibling_cc(str(cxx)) if cxx else None)
-    if cxx and cc:  # torch passes -ccbin $CC to nvcc: the host compiler pair must match
+    if cxx and cc:
         env["CC"], env["CXX"] = str(cc), str(cxx)
-    if facts.get("ccache.path"):
-        nvcc = f"{env['CUDA_HOME']}/bin/nvcc" if "CUDA_HOME" in env else "nvcc"
-        env["PYTORCH_NVCC"] = f"{facts['ccache.path']} {nvcc}"  # torch's hook for a compiler cache
     return env
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from olmo_doctor import tables
+from olmo_common.bounded.files import read_text
+from olmo_doctor.compat.release import major_minor
 from olmo_doctor.errors import UsageError
 from olmo_doctor.resources import data_dir
 
@@ -46,6 +47,10 @@ class Subset:
     split_directions: tuple[str, ...] = ()  # kernel files (fwd/fwd_split/bwd) compiled as one file per branch
     compile_jobs: int = 0  # files compiled after the split (= translation_units without it)
     gb_mean_per_branch_job: float = 0.0  # mean peak of the jobs running together after the split
+    # FlashAttention-3: per split direction, the runtime switches fixed per branch file (branches_fa3.py)
+    split_switches: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    gb_per_branch_job: float = 0.0  # the heaviest job after the split (0: the unsplit heaviest)
+    drop_switches: tuple[str, ...] = ()  # FlashAttention-3: runtime switches compiled to false (trim_fa3.py)
 
     @property
     def compile_units(self) -> int:
@@ -57,8 +62,10 @@ class Subset:
 
     @property
     def routers(self) -> int:
-        """Kernel files that become routers when split (each is a short job)."""
-        return len(self.split_directions) * len(self.head_dims) * len(self.dtypes) * len(self.causal)
+        """Kernel files that become routers when split (each is a short job). flash-attn 2 has a file per causal
+        flag; FlashAttention-3 one per (direction, head dim, dtype), causal being one of its runtime branches."""
+        per_causal = 1 if self.split_switches else len(self.causal)
+        return len(self.split_directions) * len(self.head_dims) * len(self.dtypes) * per_causal
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,7 @@ class Recipe:
     gb_per_job_arch: float
     env: dict[str, str]
     subsets: dict[str, Subset]
+    gb_mean_per_job_arch: float = 0.0  # the other jobs' share at the peak (0: as heavy as the heaviest)
     extension: str = ""
     verify_info: bool = False
     subdir: str = ""  # where setup.py lives inside the source tree (FlashAttention-3: hopper)
@@ -137,6 +145,9 @@ def _subset(name: str, t: dict[str, Any], where: str) -> Subset:
         compile_jobs=int(t.get("compile_jobs", 0)),
         gb_mean_per_branch_job=float(t.get("gb_mean_per_branch_job", t.get("gb_mean_per_job_arch",
                                                                           t["gb_per_job_arch"]))),
+        split_switches={d: tuple(v) for d, v in t.get("split_switches", {}).items()},
+        gb_per_branch_job=float(t.get("gb_per_branch_job", 0.0)),
+        drop_switches=tuple(t.get("drop_switches", [])),
     )
 
 
@@ -173,6 +184,7 @@ def parse_recipe(data: dict[str, Any], path: Path) -> Recipe:
         max_threads=int(jobs.get("max_threads", 1)),
         fixed_threads=jobs.get("fixed_threads"),
         gb_per_job_arch=_need(jobs, "gb_per_job_arch", float, w + " [jobs]"),
+        gb_mean_per_job_arch=float(jobs.get("gb_mean_per_job_arch", 0.0)),
         env={k: str(v) for k, v in data.get("env", {}).items()},
         subsets={n: _subset(n, t, w) for n, t in data.get("subset", {}).items()},
         extension=data.get("extension", ""),
@@ -184,7 +196,7 @@ def parse_recipe(data: dict[str, Any], path: Path) -> Recipe:
 
 def arch_token(recipe: Recipe, cc: str) -> str | None:
     """The package's name for a compute capability (flash-attn '90'; xformers '9.0a'), None if unsupported."""
-    mm = tables.major_minor(cc)
+    mm = major_minor(cc)
     if mm is None:
         return None
     if recipe.arch.fmt == "token":
@@ -205,7 +217,7 @@ def all_recipes(directory: Path | None = None) -> list[Recipe]:
     out = []
     for path in sorted((directory or recipe_dir()).glob("*.toml")):
         try:
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(read_text(path, "rules"))
         except tomllib.TOMLDecodeError as e:
             raise UsageError(f"{path}: not valid TOML ({e})") from e
         out.append(parse_recipe(data, path))

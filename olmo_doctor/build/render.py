@@ -24,47 +24,63 @@ def print_findings(console: Console, findings: list[Finding]) -> None:
                 console.print(f"      [green]$[/green] {plain(cmd)}", highlight=False, soft_wrap=True)
 
 
-def print_plan(console: Console, plan: BuildPlan) -> None:
-    s = plan.sizing
+def _heading(plan: BuildPlan) -> str:
+    return (f"[bold]{plain(plan.package)} {plain(plan.version)}[/bold]"
+            + (f"  (subset {plain(plan.subset)})" if plan.subset else ""))
+
+
+def _target_line(plan: BuildPlan) -> str:
     target = ", ".join(f"{g}" for g in plan.gpus) or "given by --arch"
-    console.print(f"[bold]{plain(plan.package)} {plain(plan.version)}[/bold]"
-                  + (f"  (subset {plain(plan.subset)})" if plan.subset else ""))
-    console.print(
-        f"  target      {target}: compute capability {', '.join(plan.compute_capabilities) or '-'}"
-        f" -> archs {', '.join(plan.archs) or '-'}",
-        highlight=False,
-        markup=False,  # GPU names, paths and reasons are data: `[/]` in one is text
-    )
+    return (f"  target      {target}: compute capability {', '.join(plan.compute_capabilities) or '-'}"
+            f" -> archs {', '.join(plan.archs) or '-'}")
+
+
+def _source_line(plan: BuildPlan) -> str:
     src = plan.source
-    console.print(
-        f"  source      {src['location']}" + (f" (sha256 {src['sha256']})" if src.get("sha256") else ""),
-        highlight=False,
-        markup=False,
-    )
-    console.print(
-        f"  work        {plan.translation_units} translation units"
-        + (f" compiled as {plan.compile_jobs} jobs (the longest files split by kernel branch)"
-           if plan.split_branches else "")
-        + f"; MAX_JOBS {s.reason}; nvcc "
-        f"--threads {plan.nvcc_threads}",
-        highlight=False,
-        markup=False,
-        soft_wrap=True,
-    )
-    console.print(
-        f"  memory      predicted peak {plan.predicted_peak_gb:g} GB (heaviest job {s.gb_per_job:g} GB)"
-        + (f" of {s.memory_gb:g} GB available" if s.memory_gb is not None else ""),
-        highlight=False,
-        markup=False,
-        soft_wrap=True,
-    )
-    console.print(f"  cache key   {plan.cache_digest}", highlight=False, markup=False)
+    return f"  source      {src['location']}" + (f" (sha256 {src['sha256']})" if src.get("sha256") else "")
+
+
+def _work_line(plan: BuildPlan) -> str:
+    return (f"  work        {plan.translation_units} translation units"
+            + (f" compiled as {plan.compile_jobs} jobs (the longest files split by kernel branch)"
+               if plan.split_branches else "")
+            + f"; MAX_JOBS {plan.sizing.reason}; nvcc "
+            f"--threads {plan.nvcc_threads}")
+
+
+def _memory_line(plan: BuildPlan) -> str:
+    s = plan.sizing
+    return (f"  memory      predicted peak {plan.predicted_peak_gb:g} GB (heaviest job {s.gb_per_job:g} GB)"
+            + (f" of {s.memory_gb:g} GB available" if s.memory_gb is not None else ""))
+
+
+def _command_line(plan: BuildPlan) -> str:
     env = " ".join(f"{k}={quote(v) if not has_control(v) else '<refused: control characters>'}"
                    for k, v in plan.env.items())
+    return f"    {env} \\\n      {shlex.join(plan.argv)}"
+
+
+# the findings a plan carries, each group under its heading (None: printed without one)
+_FINDING_GROUPS = (
+    ("blockers", "  [red]refused[/red]: fix these first"),
+    ("warnings", None),
+    ("installed_kernels", "  installed kernels (not blocking this build, which rebuilds the one it names):"),
+)
+
+
+def print_plan(console: Console, plan: BuildPlan) -> None:
+    console.print(_heading(plan))
+    # GPU names, paths and reasons are data: `[/]` in one is text
+    console.print(_target_line(plan), highlight=False, markup=False)
+    console.print(_source_line(plan), highlight=False, markup=False)
+    console.print(_work_line(plan), highlight=False, markup=False, soft_wrap=True)
+    console.print(_memory_line(plan), highlight=False, markup=False, soft_wrap=True)
+    console.print(f"  cache key   {plan.cache_digest}", highlight=False, markup=False)
     console.print("  command", highlight=False)
-    console.print(f"    {env} \\\n      {shlex.join(plan.argv)}", highlight=False, markup=False, soft_wrap=True)
-    if plan.blockers:
-        console.print("  [red]refused[/red]: fix these first")
-        print_findings(console, plan.blockers)
-    if plan.warnings:
-        print_findings(console, plan.warnings)
+    console.print(_command_line(plan), highlight=False, markup=False, soft_wrap=True)
+    for attr, heading in _FINDING_GROUPS:
+        findings = getattr(plan, attr)
+        if findings and heading:
+            console.print(heading)
+        if findings:
+            print_findings(console, findings)

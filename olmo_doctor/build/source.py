@@ -13,17 +13,11 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from olmo_common.bounded.files import sha256_file
 from olmo_doctor.build.recipes import Recipe
 from olmo_doctor.errors import UsageError
+from olmo_doctor.isolation import child_env
 from olmo_doctor.resources import user_cache_dir
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def sdist_cache_dir() -> Path:
@@ -34,7 +28,7 @@ def fetch_sdist(recipe: Recipe, python: str, cache: Path | None = None, timeout:
     """The recipe's sdist from the cache, else downloaded with pip (hash-pinned); UsageError when offline."""
     cache = cache or sdist_cache_dir()
     target = cache / recipe.sdist
-    if target.is_file() and sha256_of(target) == recipe.sha256:
+    if target.is_file() and sha256_file(target) == recipe.sha256:
         return target
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
@@ -42,9 +36,10 @@ def fetch_sdist(recipe: Recipe, python: str, cache: Path | None = None, timeout:
         req.write_text(f"{recipe.package}=={recipe.version} --hash=sha256:{recipe.sha256}\n")
         # pip prepares metadata for an sdist it downloads: without isolation (setup.py imports torch) and
         # without compiling anything (flash-attn's SKIP_CUDA_BUILD only affects this metadata step).
-        env = {**os.environ, "FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE"}
+        env = child_env(user_paths=True, base={**os.environ, "FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE"})
         argv = [
             python,
+            "-I",  # pip itself from the environment, never a pip/ of the working folder
             "-m",
             "pip",
             "download",
@@ -69,7 +64,7 @@ def fetch_sdist(recipe: Recipe, python: str, cache: Path | None = None, timeout:
                 f"could not download {recipe.package}=={recipe.version} ({last}); offline? "
                 f"put {recipe.sdist} in {cache} or pass --source PATH"
             )
-        if sha256_of(got) != recipe.sha256:
+        if sha256_file(got) != recipe.sha256:
             raise UsageError(f"{recipe.sdist} does not match the recipe's sha256; refusing to build it")
         os.replace(got, target)
     return target
@@ -79,7 +74,7 @@ def fingerprint(source: Path) -> str:
     """What identifies a --source for the wheel cache: a file's sha256, a tree's file names, sizes and
     modification times (so an edited or updated checkout at the same path never reuses a stale wheel)."""
     if source.is_file():
-        return sha256_of(source)
+        return sha256_file(source)
     h = hashlib.sha256()
     for root, dirs, files in os.walk(source):
         dirs[:] = sorted(d for d in dirs if d not in (".git", "build", "dist", "__pycache__"))
@@ -110,6 +105,41 @@ MAX_UNPACKED = 2 * 2**30
 MAX_MEMBERS = 200_000
 
 
+def _bounded(count: int, total: int, sdist: Path) -> None:
+    if count > MAX_MEMBERS or total > MAX_UNPACKED:
+        raise UsageError(f"{sdist} unpacks to more than {MAX_UNPACKED >> 30} GiB or {MAX_MEMBERS} files; "
+                         "not an sdist (a decompression bomb?)")
+
+
+def _escapes(name: str, parts: list[str]) -> bool:
+    """An absolute name, a `..` in it, or no name at all."""
+    return name.startswith("/") or ".." in parts or not parts
+
+
+def _check_member(m: tarfile.TarInfo, parts: list[str], sdist: Path) -> None:
+    """A plain name under one top folder; a regular file, folder or link; a link whose target stays inside."""
+    if _escapes(m.name, parts):
+        raise UsageError(f"{sdist}: member {m.name[:200]!r} points outside one top folder; not an sdist")
+    if not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+        raise UsageError(f"{sdist}: member {m.name[:200]!r} is a device, fifo or other special file; "
+                         "not an sdist")
+    if m.issym() or m.islnk():
+        _check_link(m, parts, sdist)
+
+
+def _check_link(m: tarfile.TarInfo, parts: list[str], sdist: Path) -> None:
+    """A link's target stays inside the top folder too (a hard link names it from the archive's root)."""
+    base = "/".join(parts[:-1]) if m.issym() else ""
+    target = os.path.normpath(os.path.join(base, m.linkname)).split(os.sep)
+    if m.linkname.startswith("/") or target[0] != parts[0]:
+        raise UsageError(f"{sdist}: link {m.name[:200]!r} points outside the sdist ({m.linkname[:200]!r})")
+
+
+def _name_parts(name: str) -> list[str]:
+    """A member's path as its parts, without empty and "." ones (`tar -C dir .` writes ./pkg/)."""
+    return [p for p in name.replace("\\", "/").split("/") if p not in ("", ".")]
+
+
 def _members(tar: tarfile.TarFile, sdist: Path) -> str:
     """Check every member before anything is written; returns the one top-level folder.
 
@@ -120,22 +150,11 @@ def _members(tar: tarfile.TarFile, sdist: Path) -> str:
     total = 0
     for count, m in enumerate(tar, 1):  # lazily: a bomb is refused at the header crossing a bound, not after it all
         total += max(m.size, 0)
-        if count > MAX_MEMBERS or total > MAX_UNPACKED:
-            raise UsageError(f"{sdist} unpacks to more than {MAX_UNPACKED >> 30} GiB or {MAX_MEMBERS} files; "
-                             "not an sdist (a decompression bomb?)")
-        parts = [p for p in m.name.replace("\\", "/").split("/") if p not in ("", ".")]  # `tar -C dir .`: ./pkg/
+        _bounded(count, total, sdist)
+        parts = _name_parts(m.name)
         if not parts and m.isdir():
             continue  # the archive's own "./" folder
-        if m.name.startswith("/") or ".." in parts or not parts:
-            raise UsageError(f"{sdist}: member {m.name[:200]!r} points outside one top folder; not an sdist")
-        if not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
-            raise UsageError(f"{sdist}: member {m.name[:200]!r} is a device, fifo or other special file; "
-                             "not an sdist")
-        if m.issym() or m.islnk():  # a link's target stays inside the top folder too
-            base = "/".join(parts[:-1]) if m.issym() else ""
-            target = os.path.normpath(os.path.join(base, m.linkname)).split(os.sep)
-            if m.linkname.startswith("/") or target[0] != parts[0]:
-                raise UsageError(f"{sdist}: link {m.name[:200]!r} points outside the sdist ({m.linkname[:200]!r})")
+        _check_member(m, parts, sdist)
         if top is not None and parts[0] != top:
             raise UsageError(f"{sdist} is not an sdist (one top-level folder expected)")
         top = parts[0]
@@ -145,10 +164,12 @@ def _members(tar: tarfile.TarFile, sdist: Path) -> str:
 
 
 def _unpack(sdist: Path, dest: Path) -> None:
-    staging = dest.parent / ".unpack"
-    shutil.rmtree(staging, ignore_errors=True)
+    # a fresh folder of this call's (a fixed name could be a link planted to extract the archive elsewhere)
+    staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".unpack-"))
     try:
-        with tarfile.open(sdist) as tar:
+        # "r:gz": an sdist is a .tar.gz (the only name --source accepts), so a file that is xz inside (whose
+        # header may ask for a 1.5 GiB dictionary) or bz2 is refused instead of auto-detected
+        with tarfile.open(sdist, "r:gz") as tar:
             top = _members(tar, sdist)
             try:
                 tar.extractall(staging, filter="data")
@@ -167,8 +188,10 @@ def prepare(recipe: Recipe, source: str | None, work_dir: Path, python: str, sha
     """A fresh private source tree at work_dir/src, checked for submodules; returns its path.
     `sha256`: what a --source archive hashed to when the plan was made; a private copy must match before unpacking."""
     dest = work_dir / "src"
-    if dest.exists():
-        shutil.rmtree(dest)
+    if dest.is_symlink():  # our build folder's name: a link there loses only the link, never what it points at
+        dest.unlink()
+    elif dest.exists():
+        shutil.rmtree(dest)  # the source tree an earlier build of this plan unpacked into olmo-doctor's cache
     work_dir.mkdir(parents=True, exist_ok=True)
     if source is None:
         _unpack(fetch_sdist(recipe, python), dest)
@@ -177,7 +200,7 @@ def prepare(recipe: Recipe, source: str | None, work_dir: Path, python: str, sha
         if path.is_file() and path.name.endswith((".tar.gz", ".tgz")):
             private = work_dir / path.name  # a private copy: the file checked is the file unpacked
             shutil.copyfile(path, private)
-            if sha256 is not None and sha256_of(private) != sha256:
+            if sha256 is not None and sha256_file(private) != sha256:
                 private.unlink()
                 raise UsageError(f"--source {source} changed since the plan hashed it (sha256 {sha256}); "
                                  "refusing to build it")

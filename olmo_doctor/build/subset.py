@@ -23,11 +23,14 @@ No upstream text is stored here: the code below writes its own replacements.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 
+from olmo_common.bounded.data import load_json
+from olmo_common.bounded.files import read_text
 from olmo_doctor.build.recipes import Subset
 from olmo_doctor.errors import UsageError
 
@@ -85,21 +88,25 @@ def flash_attn_2_sources(setup_text: str) -> list[str]:
     return re.findall(r'"(csrc/[^"]+\.(?:cu|cpp))"', m.group(1)) if m else []
 
 
+def _fa2_wanted(m: re.Match[str], subset: Subset) -> bool:
+    """Is the kernel file setup.py lists on this line (direction, head dim, dtype, causal) one the subset keeps?"""
+    return (
+        m["dir"] in subset.directions
+        and int(m["hd"]) in subset.head_dims
+        and m["dt"] in subset.dtypes
+        and bool(m["causal"]) in subset.causal
+    )
+
+
 def _fa2_setup(text: str, subset: Subset) -> str:
     kept, dropped = [], 0
     out = []
     for line in text.splitlines(keepends=True):
         m = _FA2_CU.match(line)
+        if m and not _fa2_wanted(m, subset):
+            dropped += 1
+            continue
         if m:
-            wanted = (
-                m["dir"] in subset.directions
-                and int(m["hd"]) in subset.head_dims
-                and m["dt"] in subset.dtypes
-                and bool(m["causal"]) in subset.causal
-            )
-            if not wanted:
-                dropped += 1
-                continue
             kept.append(line)
         out.append(line)
     expected = len(subset.directions) * len(subset.head_dims) * len(subset.dtypes) * len(subset.causal)
@@ -175,7 +182,7 @@ def _flash_attn_2(tree: Path, subset: Subset, split: bool) -> list[str]:
         path = tree / rel
         if not path.is_file():
             raise SubsetError(f"{path} not found; is {tree} a flash-attn 2 source tree?")
-        new[rel] = edit(path.read_text(), subset)
+        new[rel] = edit(read_text(path, "source file"), subset)
     if split:
         from olmo_doctor.build.branches import direction_of, split_branches
 
@@ -204,18 +211,47 @@ def fa3_guard_source(subset: Subset) -> str:
     )
 
 
+def _fa3_current(tree: Path, edits: dict[str, str], name: str) -> str:
+    """A file of the FA3 tree as edited so far."""
+    if name in edits:
+        return edits[name]
+    if not (tree / name).is_file():
+        raise SubsetError(f"{tree / name} not found; is {tree} a FlashAttention-3 tree?")
+    return read_text(tree / name, "source file")
+
+
+def _fa3_split(tree: Path, subset: Subset) -> dict[str, str]:
+    """The subset's kernel files as routers + branch files (branches_fa3.py), by path in the tree."""
+    from olmo_doctor.build.branches_fa3 import kernel_file, split_fa3
+
+    local = subset.env.get("FLASH_ATTENTION_DISABLE_LOCAL", "FALSE") != "TRUE"
+    units = {kernel_file(d, hd, dt): (d, subset.split_switches.get(d, ()))
+             for d in subset.split_directions for hd in subset.head_dims for dt in subset.dtypes}
+    return {f"hopper/{k}": v for k, v in split_fa3(tree, units, local).items()}
+
+
 def _flash_attn_3(tree: Path, subset: Subset, split: bool) -> list[str]:
     """FA3's DISABLE_* switches (the plan's env) pick the kernels; the Python entry point gets a guard so that a
-    call outside them raises a clear error instead of reaching the extension's crashing refusal."""
+    call outside them raises a clear error instead of reaching the extension's crashing refusal. When the plan
+    splits branches, the recipe's kernel files become routers + branch files (branches_fa3.py)."""
     rel = "hopper/flash_attn_interface.py"
     path = tree / rel
     if not path.is_file():
         raise SubsetError(f"{path} not found; is {tree} a FlashAttention-3 (Dao-AILab/flash-attention) tree?")
-    text = _replace_once(path.read_text(), r"(?m)^(    flash_attn_3_gpu = torch\.ops\.flash_attn_3\n)",
+    text = _replace_once(read_text(path, "source file"), r"(?m)^(    flash_attn_3_gpu = torch\.ops\.flash_attn_3\n)",
                          lambda m: m.group(1) + fa3_guard_source(subset), rel)
     first_line = r"(?m)^(    q, k, k_new, v_new = \[maybe_contiguous\(x\) for x in \(q, k, k_new, v_new\)\]\n)"
     text = _replace_once(text, first_line, lambda m: "    _olmo_doctor_subset_check(q, v)\n" + m.group(1), rel)
-    path.write_text(text)
+    edits = {rel: text}
+    from olmo_doctor.build.trim_fa3 import trim
+
+    edits.update(trim(functools.partial(_fa3_current, tree, edits), subset.name, subset.drop_switches))
+    if split:
+        edits.update(_fa3_split(tree, subset))
+    for rel_path, new_text in edits.items():  # all computed first: a failed anchor leaves the tree as it was
+        (tree / rel_path).write_text(new_text)
+    if split:
+        return sorted(k.removeprefix("hopper/") for k in edits if k.endswith(".cu"))
     return _env_only(tree, subset, split)
 
 
@@ -236,7 +272,7 @@ def apply_subset(tree: Path, subset: Subset, split: bool | None = None) -> list[
     split = subset.split_branches if split is None else split
     marker = tree / MARKER
     if marker.exists():
-        done = json.loads(marker.read_text())
+        done = load_json(marker, "build state")
         if done.get("subset") != subset.name or done.get("split_branches", False) != split:
             raise SubsetError(f"{tree} already carries subset '{done.get('subset')}' (split_branches "
                               f"{done.get('split_branches', False)}); use a fresh copy")

@@ -38,8 +38,8 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option(help="With --fleet: each node reads DIR/<node>.json instead of probing.")
         ] = None,
         fleet_timeout: Annotated[
-            float, typer.Option(help="With --fleet: seconds before an all-reduce counts as hung.")
-        ] = 120.0,
+            float | None, typer.Option(help="With --fleet: seconds before an all-reduce counts as hung (default 120).")
+        ] = None,
         fleet_size_mb: Annotated[
             float | None, typer.Option(help="With --fleet: all-reduce size in MiB (default 256 on GPUs, 4 on CPUs).")
         ] = None,
@@ -50,7 +50,11 @@ def register(app: typer.Typer) -> None:
 
             if from_report is not None or nccl or deep:
                 raise UsageError("--fleet probes every node itself; drop --from-report, --nccl and --deep")
-            raise typer.Exit(check_fleet(scope, fleet_facts_from, fleet_timeout, fleet_size_mb, json_out))
+            timeout = 120.0 if fleet_timeout is None else fleet_timeout
+            raise typer.Exit(check_fleet(scope, fleet_facts_from, timeout, fleet_size_mb, json_out, device))
+        if (fleet_facts_from, fleet_timeout, fleet_size_mb) != (None, None, None):
+            raise UsageError("--fleet-facts-from, --fleet-timeout and --fleet-size-mb go with --fleet (a check of "
+                             "every node under torchrun or srun); add --fleet or drop them")
         from olmo_doctor.api import run_check
 
         result = run_check(scope=scope, from_report=from_report, plan_device=device, deep=deep, nccl=nccl)

@@ -44,8 +44,8 @@ def register(app: typer.Typer) -> None:
         result = run_check(scope="install", from_report=from_report)
         refused = result.facts.get("facts.refused")
         if isinstance(refused, list) and refused:  # on stderr: stdout is for eval
-            typer.echo("olmo-doctor: treated as unknown (values with control characters or too long): "
-                       + ", ".join(refused),
+            typer.echo("olmo-doctor: treated as unknown (values with control characters, bytes that are not "
+                       "UTF-8, or too long): " + ", ".join(refused),
                        err=True)
         text = format_env(result.env, fmt)
         if text:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -20,7 +21,9 @@ from olmo_doctor.errors import UsageError
 def register(app: typer.Typer) -> None:
     @app.command("report")
     def report(
-        output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to FILE instead of stdout.")] = None,
+        output: Annotated[Path | None, typer.Option(
+            "-o", "--output", help="Write to FILE instead of stdout: a new file, or an earlier report of olmo-doctor's "
+            "(nothing else is replaced).")] = None,
         deep: Annotated[bool, typer.Option(help="Include the deep probes.")] = False,
     ) -> None:
         """Write a shareable report of this machine (facts, findings, env), redacted."""
@@ -28,6 +31,8 @@ def register(app: typer.Typer) -> None:
         from olmo_doctor.render import to_json
         from olmo_doctor.report import REPORT_MARK, redact
 
+        if output is not None:
+            _check_replaceable(output, REPORT_MARK)
         result = run_check(scope="all", deep=deep)
         data = {REPORT_MARK: 1, "olmo_doctor_version": __version__, **to_json(result)}
         home = str(Path.home())
@@ -38,13 +43,35 @@ def register(app: typer.Typer) -> None:
         if output is None:
             typer.echo(text, nl=False)
             return
-        from olmo_doctor.resources import atomic_write
+        from olmo_common.atomic import atomic_write
 
         try:
             atomic_write(output, text.encode())
         except OSError as e:
             raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
-        typer.echo(f"wrote {output}; share it, or read it anywhere with: olmo-doctor check --from-report {output}")
+        typer.echo(f"wrote {output}; share it, or read it anywhere with: olmo-doctor check --from-report "
+                   f"{shlex.quote(str(output))}")
+
+
+def _check_replaceable(output: Path, mark: str) -> None:
+    """UsageError unless `output` is new or an earlier report of ours: `-o` never replaces a file the user
+    wrote (a typo'd `-o ~/.bashrc`), nor a symlink (the link would be replaced by a file, its target left stale),
+    nor anything that is not a regular file."""
+    from olmo_common.bounded.data import DataRefused, parse_json
+    from olmo_common.bounded.files import read_text
+
+    if not output.is_symlink() and not output.exists():
+        return
+    why = "it is a symlink" if output.is_symlink() else ("it is not a regular file" if not output.is_file() else "")
+    if not why:
+        try:
+            ours = isinstance(data := parse_json(read_text(output, "report"), str(output)), dict) and mark in data
+        except (OSError, ValueError, DataRefused):
+            ours = False
+        why = "" if ours else "it is not an olmo-doctor report"
+    if why:
+        raise UsageError(f"{output} already exists and {why}; report -o writes a new file or replaces its own "
+                         "earlier report only: choose another file name")
 
 
 def _user_names() -> list[str]:

@@ -7,7 +7,8 @@
 The signatures live in the rules (`known_issues/*.toml`, `[[signature]]`), so one rule both checks a machine and
 recognises its failure in a log. `reader` turns any input into UTF-8 chunks that end on line boundaries (`window`
 bounds what it keeps: huge logs, huge lines, compression bombs, escape storms; `Cuts` says what was left out), `scan`
-finds the lines signatures match (fast: `literals` and `grams` build a prefilter), `rank` orders the evidence by
+finds the lines signatures match (fast: `literals` and `grams` build a prefilter; `seams` joins a line to the
+next for signatures that span a line break), `rank` orders the evidence by
 cause so the root cause comes first, `present` words the findings and `output` prints them.
 """
 
@@ -72,41 +73,61 @@ def _index(rules: tuple[Rule, ...]) -> Index:
     return cached[1]
 
 
+class _Tail:
+    """The log's last KEEP_TEXT bytes or so, contiguous, and the number of their first line."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.line, self.size = 1, 0
+
+    def restart(self) -> None:
+        self.size = KEEP_TEXT  # the kept text must be contiguous: keep from the next chunk on
+
+    def add(self, chunk: bytes, first_line: int) -> None:
+        self.size += len(chunk)
+        if self.size <= KEEP_TEXT:
+            self.chunks.append(chunk)
+        else:
+            self.chunks, self.line, self.size = [chunk], first_line, len(chunk)
+
+
+def _scan(scanner: Scanner, pieces: Iterable[bytes | str], reader: LogReader | None) -> tuple[list[Hit], _Tail, int]:
+    """The hits of every chunk, the log's tail, and its size in bytes."""
+    hits: list[Hit] = []
+    tail, size = _Tail(), 0
+    for piece in pieces:
+        chunk = piece.encode() if isinstance(piece, str) else piece
+        if reader is not None and reader.line != scanner.line:  # the reader skipped the middle of a huge log
+            scanner.jump(reader.line)
+            tail.restart()
+        first_line = scanner.line
+        hits += scanner.feed(chunk)
+        size += len(chunk)
+        tail.add(chunk, first_line)
+    return hits, tail, size
+
+
 def diagnose(
     chunks: Iterable[bytes | str], facts: Mapping[str, FactValue] | None = None, rules: tuple[Rule, ...] | None = None
 ) -> Diagnosis:
     """Scan log chunks (UTF-8 bytes or text, each ending at a line boundary) and rank what they show."""
     start = time.perf_counter()
     rules = rules if rules is not None else load_rules()
+    facts = facts or {}
     scanner = Scanner(_index(rules))
-    hits: list[Hit] = []
-    kept: list[bytes] = []
-    kept_line, kept_size, size = 1, 0, 0
     reader = chunks if isinstance(chunks, LogReader) else None
     cuts = reader.cuts if reader is not None else Cuts()
     # chunks from a caller (a string, a list) get the same bounds as a file: long lines cut, escapes stripped
-    pieces = chunks if reader is not None else _bounded(chunks, cuts)
-    for piece in pieces:
-        chunk = piece.encode() if isinstance(piece, str) else piece
-        if reader is not None and reader.line != scanner.line:  # the reader skipped the middle of a huge log
-            scanner.jump(reader.line)
-            kept_size = KEEP_TEXT  # the kept text must be contiguous: keep from here on
-        first_line = scanner.line
-        hits += scanner.feed(chunk)
-        size += len(chunk)
-        kept_size += len(chunk)
-        if kept_size <= KEEP_TEXT:
-            kept.append(chunk)
-        else:
-            kept, kept_line, kept_size = [chunk], first_line, len(chunk)
+    hits, tail, size = _scan(scanner, chunks if reader is not None else _bounded(chunks, cuts), reader)
     lines = scanner.line - 1
-    tail = b"".join(kept)
+    hits = sorted(hits + scanner.finish(), key=lambda h: h.line)
+    cuts.unchecked, cuts.first_unchecked_line = scanner.budget.skipped, scanner.budget.first_skipped_line
+    text = b"".join(tail.chunks)
     # a warning the run got past is not the cause of the error it then died on (asides.py)
-    evidence = rank(demote(hits, tail, kept_line), rules, facts or {})
+    evidence = rank(demote(hits, text, tail.line), rules, facts)
     confs = confidence(evidence)
-    findings = [to_diagnosis(ev, facts or {}, c) for ev, c in zip(evidence, confs, strict=True)]
-    return Diagnosis(findings, evidence, lines, size, time.perf_counter() - start, dict(facts or {}),
-                     tail, kept_line, cuts)
+    findings = [to_diagnosis(ev, facts, c) for ev, c in zip(evidence, confs, strict=True)]
+    return Diagnosis(findings, evidence, lines, size, time.perf_counter() - start, dict(facts), text, tail.line, cuts)
 
 
 def _bounded(chunks: Iterable[bytes | str], cuts: Cuts) -> Iterator[bytes]:

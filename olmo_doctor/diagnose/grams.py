@@ -100,20 +100,26 @@ def choose_grams(needles: Iterable[str], data: bytes) -> dict[bytes, list[str]]:
     for needle in sorted(options, key=lambda n: (-min(cost(g) for g in options[n]), n)):
         assign[needle] = min(options[needle], key=lambda g: (cost(g), -len(g), g))
         chosen.add(assign[needle][0])
-    # Local search: drop a first character when its needles can move to the others' characters for less.
-    for first in sorted(chosen, key=lambda b: -freq.get(b, 0)):
-        users = [n for n, g in assign.items() if g[0] == first]
-        others = chosen - {first}
-        moves = {n: min((g for g in options[n] if g[0] in others), key=lambda g: hits[g], default=None) for n in users}
-        if all(moves.values()):
-            extra = HIT_COST * sum(hits[g] - hits[assign[n]] for n, g in moves.items() if g is not None)
-            if extra < freq.get(first, 0):
-                assign.update({n: g for n, g in moves.items() if g is not None})
-                chosen.discard(first)
+    _drop_first_bytes(assign, options, chosen, freq, hits)
     out: dict[bytes, list[str]] = {}
     for needle, gram in assign.items():
         out.setdefault(gram, []).append(needle)
     return out
+
+
+def _drop_first_bytes(assign: dict[str, bytes], options: dict[str, list[bytes]], chosen: set[int],
+                      freq: Counter[int], hits: _Counts) -> None:
+    """Local search: drop a first character when its needles can move to the others' characters for less."""
+    for first in sorted(chosen, key=lambda b: -freq.get(b, 0)):
+        users = [n for n, g in assign.items() if g[0] == first]
+        others = chosen - {first}
+        moves = {n: min((g for g in options[n] if g[0] in others), key=lambda g: hits[g], default=None) for n in users}
+        if not all(moves.values()):
+            continue
+        extra = HIT_COST * sum(hits[g] - hits[assign[n]] for n, g in moves.items() if g is not None)
+        if extra < freq.get(first, 0):
+            assign.update({n: g for n, g in moves.items() if g is not None})
+            chosen.discard(first)
 
 
 @lru_cache(maxsize=8)

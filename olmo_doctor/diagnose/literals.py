@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 try:  # Python >= 3.11
@@ -71,48 +72,60 @@ def _single_char(av: list[tuple[Any, Any]]) -> str | None:
     return None
 
 
+def _run_chars(op: Any, av: Any) -> str | None:
+    """The characters a node adds to the literal run it stands in ("" for a zero-width node); None when the node
+    ends the run."""
+    if op is _c.LITERAL:
+        return chr(av).lower()
+    if op is _c.IN:
+        return _single_char(av)
+    if op in _ZERO_WIDTH:
+        return ""
+    if op is _c.SUBPATTERN and av[-1].data and all(o is _c.LITERAL for o, _ in av[-1].data):
+        return "".join(chr(v).lower() for _, v in av[-1].data)  # `(cc1plus)`: part of the run
+    return None
+
+
+def _branch(av: Any) -> Alt | None:
+    """`a|b`: one of each branch's requirements, when every branch has one."""
+    alts = [_seq(branch.data) for branch in av[1]]
+    if alts and all(a is not None for a in alts):
+        return frozenset(s for a in alts if a is not None for s in a)
+    return None
+
+
+def _repeat(av: Any) -> Alt | None:
+    low, _high, body = av
+    return _seq(body.data) if low >= 1 else None  # `x*` may match nothing
+
+
+# What a group, an alternation, a repeat or an atomic group requires; any other node (any character, a class, a
+# back-reference) requires nothing and ends the literal run.
+_NESTED: dict[Any, Callable[[Any], Alt | None]] = {
+    _c.SUBPATTERN: lambda av: _seq(av[-1].data),
+    _c.BRANCH: _branch,
+    **{op: _repeat for op in _REPEATS},
+    **({_ATOMIC: lambda av: _seq(av.data)} if _ATOMIC is not None else {}),
+}
+
+
 def _collect(items: Any) -> list[Alt]:
     """Every requirement a sequence of regex nodes imposes (each alone is a valid prefilter)."""
     found: list[Alt] = []
-    run: list[str] = []
-
-    def flush() -> None:
-        if run:
-            found.append(frozenset({"".join(run)}))
-            run.clear()
-
+    run = ""
     for op, av in items:
-        if op is _c.LITERAL:
-            run.append(chr(av).lower())
-        elif op is _c.IN and (ch := _single_char(av)) is not None:
-            run.append(ch)
-        elif op in _ZERO_WIDTH:
+        chars = _run_chars(op, av)
+        if chars is not None:
+            run += chars
             continue
-        elif op is _c.SUBPATTERN:
-            sub = av[-1]
-            if sub.data and all(o is _c.LITERAL for o, _ in sub.data):  # `(cc1plus)`: part of the run
-                run.extend(chr(v).lower() for _, v in sub.data)
-                continue
-            flush()
-            if (inner := _seq(sub.data)) is not None:
-                found.append(inner)
-        elif op is _c.BRANCH:
-            flush()
-            alts = [_seq(branch.data) for branch in av[1]]
-            if alts and all(a is not None for a in alts):
-                found.append(frozenset(s for a in alts if a is not None for s in a))
-        elif op in _REPEATS:
-            flush()
-            low, _high, body = av
-            if low >= 1 and (inner := _seq(body.data)) is not None:
-                found.append(inner)
-        elif _ATOMIC is not None and op is _ATOMIC:
-            flush()
-            if (inner := _seq(av.data)) is not None:
-                found.append(inner)
-        else:  # any character, a class, a back-reference: the run ends here
-            flush()
-    flush()
+        if run:
+            found.append(frozenset({run}))
+            run = ""
+        nested = _NESTED.get(op)
+        if nested is not None and (inner := nested(av)) is not None:
+            found.append(inner)
+    if run:
+        found.append(frozenset({run}))
     return [a for a in found if a and min(len(s.strip()) for s in a) > 0]
 
 
@@ -123,25 +136,28 @@ def _seq(items: Any) -> Alt | None:
     return max(long_enough, key=_strength) if long_enough else None
 
 
+def _nodes(pattern: str | re.Pattern[str]) -> Any:
+    """The pattern's parse tree (a sequence of regex nodes), or None when it does not compile."""
+    source = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
+    try:
+        return _parser.parse(source).data
+    except re.error:
+        return None
+
+
 def candidates(pattern: str | re.Pattern[str]) -> list[Alt]:
     """All top-level requirements of 3+ characters, most selective first (by the static estimate); the scan
     picks among them with the character frequencies of the log at hand."""
-    source = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
-    try:
-        parsed = _parser.parse(source)
-    except re.error:
+    nodes = _nodes(pattern)
+    if nodes is None:
         return []
-    return sorted((a for a in _collect(parsed.data) if weakest(a) >= 3), key=_strength, reverse=True)
+    return sorted((a for a in _collect(nodes) if weakest(a) >= 3), key=_strength, reverse=True)
 
 
 def required(pattern: str | re.Pattern[str]) -> Alt | None:
     """Lowercase strings of which every match contains at least one; None when nothing is required."""
-    source = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
-    try:
-        parsed = _parser.parse(source)
-    except re.error:
-        return None
-    return _seq(parsed.data)
+    nodes = _nodes(pattern)
+    return None if nodes is None else _seq(nodes)
 
 
 def weakest(alt: Alt | None) -> int:
@@ -152,36 +168,34 @@ def weakest(alt: Alt | None) -> int:
 def plain(pattern: str | re.Pattern[str]) -> bool:
     """No anchors (`^ $ \\A \\Z`) and no lookbehinds: whether such a pattern matches a line does not change when
     a tool prefix is cut from the line's start, so searching the raw line is as good as searching the rest."""
-    source = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
-    try:
-        parsed = _parser.parse(source)
-    except re.error:
-        return False
-    return _plain(parsed.data)
+    nodes = _nodes(pattern)
+    return False if nodes is None else _plain(nodes)
 
 
 _ANCHORS = {_c.AT_BEGINNING, _c.AT_BEGINNING_STRING, _c.AT_END, _c.AT_END_STRING, _c.AT_BEGINNING_LINE,
             _c.AT_END_LINE}
 
 
+def _lookaround(av: Any) -> list[Any] | None:
+    return None if av[0] < 0 else [av[1]]  # a lookbehind is not plain
+
+
+# The regexes nested in a node, for the nodes that hold some
+_INNER: dict[Any, Callable[[Any], list[Any] | None]] = {
+    _c.ASSERT: _lookaround,
+    _c.ASSERT_NOT: _lookaround,
+    _c.SUBPATTERN: lambda av: [av[-1]],
+    _c.BRANCH: lambda av: list(av[1]),
+    **{op: (lambda av: [av[2]]) for op in _REPEATS},
+    **({_ATOMIC: lambda av: [av]} if _ATOMIC is not None else {}),
+}
+
+
 def _plain(items: Any) -> bool:
     for op, av in items:
         if op is _c.AT and av in _ANCHORS:
             return False
-        if op in (_c.ASSERT, _c.ASSERT_NOT):
-            if av[0] < 0:  # a lookbehind
-                return False
-            inner = [av[1]]
-        elif op is _c.SUBPATTERN:
-            inner = [av[-1]]
-        elif op is _c.BRANCH:
-            inner = list(av[1])
-        elif op in _REPEATS:
-            inner = [av[2]]
-        elif _ATOMIC is not None and op is _ATOMIC:
-            inner = [av]
-        else:
-            continue
-        if not all(_plain(sub.data) for sub in inner):
+        inner = _INNER[op](av) if op in _INNER else []
+        if inner is None or not all(_plain(sub.data) for sub in inner):
             return False
     return True

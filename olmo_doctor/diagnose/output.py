@@ -38,26 +38,31 @@ def to_json(diag: Diagnosis) -> dict[str, Any]:
     }
 
 
+def _word_starts(low: str, word: str, first: int, last: int) -> set[int]:
+    """Where the lines holding the first `first` and the last `last` occurrences of `word` start."""
+    starts: set[int] = set()
+    pos = 0
+    for _ in range(first):  # the first occurrences
+        p = low.find(word, pos)
+        if p < 0:
+            break
+        starts.add(low.rfind("\n", 0, p) + 1)
+        pos = p + 1
+    end = len(low)
+    for _ in range(last):  # and the last ones
+        p = low.rfind(word, 0, end)
+        if p < 0:
+            break
+        starts.add(low.rfind("\n", 0, p) + 1)
+        end = p
+    return starts
+
+
 def error_lines(text: str, first: int = 3, last: int = 2, line0: int = 1) -> list[tuple[int, str]]:
     """The first and the last few lines that look like errors, as (line number, text); `text` starts at line
     `line0` of the log."""
     low = text.lower()
-    starts: set[int] = set()
-    for word in ERROR_WORDS:
-        pos = 0
-        for _ in range(first):  # the first occurrences
-            p = low.find(word, pos)
-            if p < 0:
-                break
-            starts.add(low.rfind("\n", 0, p) + 1)
-            pos = p + 1
-        end = len(low)
-        for _ in range(last):  # and the last ones
-            p = low.rfind(word, 0, end)
-            if p < 0:
-                break
-            starts.add(low.rfind("\n", 0, p) + 1)
-            end = p
+    starts = set().union(*(_word_starts(low, word, first, last) for word in ERROR_WORDS))
     found = []
     for start in sorted(starts):
         stop = text.find("\n", start)
@@ -85,8 +90,10 @@ def _block(console: Console, finding: Finding, head: str) -> None:
         console.print(line, overflow="fold")
 
 
-def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> None:
-    console = console or Console(highlight=False, soft_wrap=False)
+Shown = list[tuple[Finding, Evidence]]
+
+
+def _print_head(console: Console, diag: Diagnosis, name: str) -> None:
     facts = " · with machine facts" if diag.facts else ""
     console.print(f"[bold]olmo-doctor diagnose[/] · {plain(name)} · {diag.lines:,} lines{facts} · "
                   f"{diag.elapsed_s:.2f} s" + ("" if diag.cuts else "\n"))
@@ -94,35 +101,64 @@ def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> No
         for sentence in diag.cuts.sentences():
             console.print(f"[yellow]Input cut:[/] {plain(sentence)}", overflow="fold")
         console.print()
-    pairs = list(zip(diag.findings, diag.evidence, strict=True))
-    named = [(f, ev) for f, ev in pairs if ev.hits and ev.tier < 2]  # a cause line, or symptoms the facts back
-    echoes = [(f, ev) for f, ev in pairs if ev.tier == 2]  # only lines that follow many causes
-    facts_only = [(f, ev) for f, ev in pairs if not ev.hits]
+
+
+def _label(i: int, ev: Evidence) -> str:
+    if i > 0:
+        return f"{i + 1}. "
+    return "Root cause: " if ev.tier == 0 else "Likely cause: "
+
+
+def _print_named(console: Console, named: Shown) -> None:
+    """The causes the log names, the most likely first, each with its lines, meaning and fix."""
     for i, (finding, ev) in enumerate(named):
         if i == 1:
             console.print("[bold]Other possible causes[/] (less likely):\n")
-        label = "Root cause: " if i == 0 and ev.tier == 0 else "Likely cause: " if i == 0 else f"{i + 1}. "
-        head = (f"{MARK[finding.severity]} [bold]{label}{finding.code}[/] {plain(finding.title)} "
+        head = (f"{MARK[finding.severity]} [bold]{_label(i, ev)}{finding.code}[/] {plain(finding.title)} "
                 f"[dim](confidence {finding.confidence:.2f})[/]")
         console.print(head, overflow="fold")
         _quote(console, finding, ev)
         _block(console, finding, "")
         console.print()
+
+
+def _print_echoes(console: Console, echoes: Shown) -> None:
+    if not echoes:
+        return
+    console.print("[bold]Lines that often follow these causes[/] (not enough to name one):")
+    for finding, ev in echoes:
+        console.print(f" • {finding.code} {plain(finding.title)} [dim](olmo-doctor explain {finding.code})[/]",
+                      overflow="fold")
+        _quote(console, finding, ev)
+    console.print()
+
+
+def _print_facts_only(console: Console, facts_only: Shown) -> None:
+    if not facts_only:
+        return
+    console.print("[bold]Also on this machine[/] (from its facts; the log does not show it):")
+    for finding, _ev in facts_only:
+        console.print(f" {MARK[finding.severity]} {finding.code} {plain(finding.title)} "
+                      f"[dim](olmo-doctor explain {finding.code})[/]", overflow="fold")
+    console.print()
+
+
+def _partition(diag: Diagnosis) -> tuple[Shown, Shown, Shown]:
+    """(named: a cause line, or symptoms the facts back; echoes: only lines that follow many causes; facts only)."""
+    pairs = list(zip(diag.findings, diag.evidence, strict=True))
+    return ([(f, ev) for f, ev in pairs if ev.hits and ev.tier < 2], [(f, ev) for f, ev in pairs if ev.tier == 2],
+            [(f, ev) for f, ev in pairs if not ev.hits])
+
+
+def print_text(diag: Diagnosis, name: str, console: Console | None = None) -> None:
+    console = console or Console(highlight=False, soft_wrap=False)
+    _print_head(console, diag, name)
+    named, echoes, facts_only = _partition(diag)
+    _print_named(console, named)
     if not named:
         _nothing(console, diag, name)
-    if echoes:
-        console.print("[bold]Lines that often follow these causes[/] (not enough to name one):")
-        for finding, ev in echoes:
-            console.print(f" • {finding.code} {plain(finding.title)} [dim](olmo-doctor explain {finding.code})[/]",
-                          overflow="fold")
-            _quote(console, finding, ev)
-        console.print()
-    if facts_only:
-        console.print("[bold]Also on this machine[/] (from its facts; the log does not show it):")
-        for finding, _ev in facts_only:
-            console.print(f" {MARK[finding.severity]} {finding.code} {plain(finding.title)} "
-                          f"[dim](olmo-doctor explain {finding.code})[/]", overflow="fold")
-        console.print()
+    _print_echoes(console, echoes)
+    _print_facts_only(console, facts_only)
     if named:
         codes = " / ".join(f.code for f, _ in named[:2])
         console.print(f"[dim]Details and sources: olmo-doctor explain {codes}[/]")

@@ -9,7 +9,6 @@ whose typed action would carry such a placeholder is shown as manual: `fix --app
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -17,17 +16,11 @@ from typing import Any
 from olmo_doctor.diagnose.rank import Evidence
 from olmo_doctor.facts import FactValue
 from olmo_doctor.findings import Finding, MatchedLine
-from olmo_doctor.rules.engine import fires, to_finding
-from olmo_doctor.rules.expr import Unknown, evaluate
+from olmo_doctor.rules.engine import fires, placeholders, to_finding
 from olmo_doctor.rules.model import Rule, causes
 
 MAX_QUOTED = 8
 MAX_LINE_CHARS = 400
-_SIMPLE = re.compile(r"^[A-Za-z_][\w]*(?:\.(?:\w+|\*))*$")
-
-
-def _fields(template: str) -> list[str]:
-    return [f for _, f, _, _ in string.Formatter().parse(template) if f]
 
 
 def _action_strings(action: Any) -> list[str]:
@@ -40,22 +33,19 @@ def _action_strings(action: Any) -> list[str]:
     return []
 
 
-def _placeholders(rule: Rule, templates: list[str], facts: Mapping[str, FactValue], extra: dict[str, Any]) -> None:
-    """What each template field that cannot be evaluated shows: `<fact.key>`, `[diagnose] placeholders`, `<?>`."""
-    named = rule.diagnose.get("placeholders", {})
-    for template in templates:
-        for name in _fields(template.replace("gpu.*.", "gpu_star.")):
-            if name in extra:
-                continue
-            try:
-                evaluate(name, facts)
-                continue
-            except Unknown:
-                pass
-            except Exception:  # not an expression over facts (e.g. a value a code check computes)
-                pass
-            extra[name] = named.get(name) or (f"<{name.replace('gpu_star.', 'gpu.N.')}>" if _SIMPLE.match(name)
-                                              else "<?>")
+def _lookups(hints: Mapping[str, Any], extra: dict[str, Any]) -> None:
+    """`[diagnose.lookup.NAME]`: a template value looked up by a named group's value ("fbgemm.dll" -> what that DLL
+    needs), so a finding names what the log's own words imply; `default` when the group did not match."""
+    tables = hints.get("lookup")
+    if not isinstance(tables, Mapping):
+        return
+    for name, spec in tables.items():
+        if name in extra or not isinstance(spec, Mapping):
+            continue
+        values = spec.get("values")
+        values = values if isinstance(values, Mapping) else {}
+        key = str(extra.get(str(spec.get("from")), "")).lower()
+        extra[name] = str(values.get(key, spec.get("default", "")))
 
 
 def _context(rule: Rule, facts: Mapping[str, FactValue]) -> tuple[dict[str, Any], Mapping[str, FactValue]]:
@@ -69,35 +59,59 @@ def _context(rule: Rule, facts: Mapping[str, FactValue]) -> tuple[dict[str, Any]
     return (dict(extra), bound) if fired else ({}, facts)
 
 
-def to_diagnosis(ev: Evidence, facts: Mapping[str, FactValue], conf: float) -> Finding:
-    rule, hints = ev.rule, ev.rule.diagnose
-    extra, bound = _context(rule, facts)
+def _groups(ev: Evidence, extra: dict[str, Any]) -> None:
+    """The signatures' named groups as template values, cause lines first (a value already set wins)."""
     for h in sorted(ev.hits, key=lambda h: (h.ref.role == "symptom", h.line)):
         m = h.ref.pattern.search(h.text)
         for k, v in (m.groupdict() if m else {}).items():
             if v is not None:
                 extra.setdefault(k, v)
-    title_t = str(hints["title"]) if ev.hits and hints.get("title") else rule.title
-    message_t = str(hints["message"]) if ev.hits and hints.get("message") else rule.message
-    templates = [title_t, message_t, *[f.title for f in rule.fixes], *[c for f in rule.fixes for c in f.commands],
-                 *[s for f in rule.fixes for s in _action_strings(f.action)]]
-    _placeholders(rule, templates, bound, extra)
-    finding = to_finding(replace(rule, title=title_t, message=message_t), bound, extra)
-    meaning = causes().get(rule.cause, "")
+
+
+def _templates(rule: Rule, title: str, message: str) -> list[str]:
+    return [title, message, *[f.title for f in rule.fixes], *[c for f in rule.fixes for c in f.commands],
+            *[s for f in rule.fixes for s in _action_strings(f.action)]]
+
+
+def _plain_wording(finding: Finding, ev: Evidence) -> None:
+    """A check title or message about facts the log lacks (still holding a <fact.key>) becomes the cause's
+    meaning, unless the rule words its log finding itself."""
+    hints = ev.rule.diagnose
+    meaning = causes().get(ev.rule.cause, "")
     sentence = meaning[:1].upper() + meaning[1:]
-    if "<" in finding.title and not hints.get("title") and sentence:  # a check title about facts the log lacks
+    if not sentence:
+        return
+    if "<" in finding.title and not hints.get("title"):
         finding.title = sentence
-    if "<" in finding.message and not hints.get("message") and ev.hits and sentence:
+    if "<" in finding.message and not hints.get("message") and ev.hits:
         finding.message = sentence + "."
-    for fix in finding.fixes:
-        if fix.action is not None and any("<" in s for s in _action_strings(fix.action)):
-            fix.action, fix.applicability = None, "manual"  # never apply a value we had to leave blank
+
+
+def _quoted(ev: Evidence) -> list[MatchedLine]:
+    """The log lines behind the finding, each once, in log order, at most MAX_QUOTED."""
     seen: set[int] = set()
+    quoted = []
     for h in sorted(ev.hits, key=lambda h: h.line):
         if h.line not in seen:
             seen.add(h.line)
-            finding.matched_lines.append(MatchedLine(h.line, _shorten(h.text, h.ref.pattern)))
-    finding.matched_lines = finding.matched_lines[:MAX_QUOTED]
+            quoted.append(MatchedLine(h.line, _shorten(h.text, h.ref.pattern)))
+    return quoted
+
+
+def to_diagnosis(ev: Evidence, facts: Mapping[str, FactValue], conf: float) -> Finding:
+    rule, hints = ev.rule, ev.rule.diagnose
+    extra, bound = _context(rule, facts)
+    _groups(ev, extra)
+    _lookups(hints, extra)
+    title_t = str(hints["title"]) if ev.hits and hints.get("title") else rule.title
+    message_t = str(hints["message"]) if ev.hits and hints.get("message") else rule.message
+    placeholders(_templates(rule, title_t, message_t), bound, extra, rule.diagnose.get("placeholders", {}))
+    finding = to_finding(replace(rule, title=title_t, message=message_t), bound, extra)
+    _plain_wording(finding, ev)
+    for fix in finding.fixes:
+        if fix.action is not None and any("<" in s for s in _action_strings(fix.action)):
+            fix.action, fix.applicability = None, "manual"  # never apply a value we had to leave blank
+    finding.matched_lines = (finding.matched_lines + _quoted(ev))[:MAX_QUOTED]
     finding.confidence = conf
     return finding
 

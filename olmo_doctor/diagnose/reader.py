@@ -5,7 +5,9 @@ carriage-return progress bars and tool prefixes (pip's `│`, docker build's `#1
 `[1,0]<stdout>:`). Reading is streamed in blocks; what a hostile or runaway input could make unbounded is cut, and
 every cut is recorded in `Cuts` so the output can say what was left out (`window` does the cutting):
 
-- decompression stops after `max_decompressed` bytes (a 10 GiB gzip bomb is not inflated to the end);
+- decompression stops after `max_decompressed` bytes (a 10 GiB gzip bomb is not inflated to the end), and xz
+  data whose header asks for a huge dictionary is refused before it is allocated (bounded.decompress);
+- a FIFO, socket or device given as the log is refused at once (standard input, `-`, is the way to pipe a log);
 - reading stops after MAX_READ bytes of text;
 - of a log longer than SCAN_HEAD + SCAN_TAIL, the middle is skipped (counted, not scanned);
 - a line longer than LINE_HEAD + LINE_TAIL keeps its first and last bytes.
@@ -15,18 +17,18 @@ An empty or binary input is refused with one clear line.
 
 from __future__ import annotations
 
-import bz2
 import codecs
-import gzip
 import io
 import lzma
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
 
+from olmo_common.bounded.decompress import decompressed
+from olmo_common.bounded.files import FIFO, ReadRefused, open_regular
 from olmo_doctor.diagnose.window import ANSI, Cuts, Gap, lines, window
 from olmo_doctor.errors import UsageError
 
@@ -64,26 +66,37 @@ def unprefix(line: str) -> str:
     return line[m.end():] if m else line
 
 
+_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def _utf16_without_bom(sample: bytes) -> str | None:
+    """UTF-16 without a BOM: every other byte of ASCII text is NUL."""
+    odd, even = sample[1::2].count(0), sample[0::2].count(0)
+    if odd > 0.9 * len(sample[1::2]) and even < 0.05 * len(sample[0::2]):
+        return "utf-16-le"
+    if even > 0.9 * len(sample[0::2]) and odd < 0.05 * len(sample[1::2]):
+        return "utf-16-be"
+    return None
+
+
+def _controls(sample: bytes) -> int:
+    """Control bytes other than tab, newline, form feed, carriage return, escape and backspace."""
+    return sum(sample.count(b) for b in range(32) if b not in (9, 10, 12, 13, 27, 8))
+
+
 def _detect(head: bytes, name: str) -> str:
     """The codec of a log from its first bytes; UsageError for empty or binary input."""
     if not head.strip():
         raise UsageError(f"{name} is empty; {COLLECT_HINT}")
-    for bom, codec in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF32_LE, "utf-32"),
-                       (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
-                       (codecs.BOM_UTF16_BE, "utf-16")):
-        if head.startswith(bom):
-            return codec
+    codec = next((codec for bom, codec in _BOMS if head.startswith(bom)), None)
+    if codec is not None:
+        return codec
     sample = head[:HEAD]
     zeros = sample.count(0)
-    if zeros > len(sample) // 4:
-        # UTF-16 without a BOM: every other byte of ASCII text is NUL
-        odd, even = sample[1::2].count(0), sample[0::2].count(0)
-        if odd > 0.9 * len(sample[1::2]) and even < 0.05 * len(sample[0::2]):
-            return "utf-16-le"
-        if even > 0.9 * len(sample[0::2]) and odd < 0.05 * len(sample[1::2]):
-            return "utf-16-be"
-    control = sum(sample.count(b) for b in range(32) if b not in (9, 10, 12, 13, 27, 8))
-    if zeros or control > len(sample) // 20:
+    if zeros > len(sample) // 4 and (codec := _utf16_without_bom(sample)) is not None:
+        return codec
+    if zeros or _controls(sample) > len(sample) // 20:
         raise UsageError(f"{name} is binary data, not a text log; {COLLECT_HINT}")
     return "utf-8"
 
@@ -95,7 +108,10 @@ def _open(source: str | Path) -> tuple[BinaryIO, str]:
     if path.is_dir():
         raise UsageError(f"{path} is a folder; give a log file (or - for standard input)")
     try:
-        return path.open("rb"), str(path)
+        return open_regular(path), str(path)
+    except ReadRefused as e:  # a FIFO would block: what a pipe holds comes through standard input instead
+        pipe = "; pipe it to standard input instead: `... | olmo-doctor diagnose -`" if e.special == FIFO else ""
+        raise UsageError(f"cannot read {path}: it is {e.strerror}{pipe}") from None
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
 
@@ -116,10 +132,6 @@ class _Prepend(io.RawIOBase):
         return len(data)
 
 
-_OPENERS: dict[str, Callable[[BinaryIO], object]] = {
-    "gzip": lambda f: gzip.GzipFile(fileobj=f), "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}
-
-
 def _compressed_size(stream: BinaryIO) -> int | None:
     try:
         return os.fstat(stream.fileno()).st_size
@@ -135,11 +147,29 @@ def _decompress(stream: BinaryIO) -> tuple[BinaryIO, bytes, int, str]:
         if head.startswith(magic):
             raw = cast(BinaryIO, io.BufferedReader(_Prepend(head, stream)))
             # closed with the stream it wraps, in LogReader.__iter__
-            inner = cast(BinaryIO, _OPENERS[kind](raw))
+            inner = decompressed(raw, kind)
             size = _compressed_size(stream)
             limit = min(MAX_READ, max(MAX_DECOMPRESSED, MAX_RATIO * size if size else 0))
             return inner, inner.read(HEAD), limit, kind
     return stream, head, MAX_READ, ""
+
+
+# What a file name says about its bytes: the formats read here, and others that are refused by name rather than
+# read as binary noise. A name that says one and bytes that are another (a plain log called .gz) are refused.
+_NAMED = {".gz": "gzip", ".gzip": "gzip", ".tgz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd",
+          ".zstd": "zstd", ".lz4": "lz4", ".lzma": "lzma", ".lz": "lzip", ".zip": "zip", ".7z": "7z", ".br": "brotli"}
+
+
+def _check_name(kind: str, name: str) -> None:
+    """UsageError when `name` says a compression that the data is not (or one diagnose does not read)."""
+    said = _NAMED.get(os.path.splitext(name)[1].lower())
+    if said is None or said == kind:
+        return
+    if said not in {kind for _, kind in _MAGIC}:
+        raise UsageError(f"{name}: diagnose reads plain, gzip, bz2 and xz logs, not {said}; decompress it first")
+    what = f"{kind} data" if kind else "not compressed"
+    raise UsageError(f"{name} is not {said} data (its name says so, but it is {what}); rename it to what it is, "
+                     f"or {COLLECT_HINT}")
 
 
 def _read(stream: BinaryIO, size: int, label: str) -> bytes:
@@ -173,6 +203,7 @@ class LogReader:
                 text, head, limit, kind = _decompress(stream)
             except (OSError, EOFError, lzma.LZMAError) as e:
                 raise UsageError(f"cannot read {label}: {e}") from None
+            _check_name(kind, self.name or label)
             codec = _detect(head, self.name or label)
             blocks = self._blocks(text, head, codec, limit, kind, label)
             for piece in lines(window(blocks), self.cuts):

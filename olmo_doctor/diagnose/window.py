@@ -40,9 +40,11 @@ class Cuts:
     skipped_bytes: int = 0
     stopped_at: int = 0  # bytes of text read when reading stopped early (0: read to the end)
     stop_reason: str = ""
+    unchecked: int = 0  # lines not checked against all their candidate signatures: the work budget ran out
+    first_unchecked_line: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.long_lines or self.skipped_bytes or self.stopped_at)
+        return bool(self.long_lines or self.skipped_bytes or self.stopped_at or self.unchecked)
 
     def to_json(self) -> dict[str, int | str]:
         return asdict(self)
@@ -61,6 +63,11 @@ class Cuts:
         if self.long_lines:
             out.append(f"{self.long_lines:,} line(s) longer than {_size(LINE_MAX)} were shortened to their first "
                        f"and last bytes (first at line {self.first_long_line:,}; {_size(self.long_bytes)} left out)")
+        if self.unchecked:
+            out.append(f"{self.unchecked:,} line(s) from line {self.first_unchecked_line:,} on were not checked "
+                       "against every known error they resemble: the log holds more near misses than a scan's "
+                       "work budget allows (it grows with the log's size); give the part of the log around the "
+                       "failure")
         return out
 
 
@@ -84,23 +91,35 @@ def window(blocks: Iterable[bytes], head: int | None = None, tail: int | None = 
     start; the blocks unchanged when the text is not longer than that. Holds at most `tail` + one block."""
     head = SCAN_HEAD if head is None else head
     tail = SCAN_TAIL if tail is None else tail
-    seen = 0
     it = iter(blocks)
     kept: deque[bytes] = deque()
+    yield from _head(it, head, kept)
+    gap_lines, gap_size = _keep_tail(it, kept, tail)
+    if gap_size:
+        yield _start_on_a_line(kept, gap_lines, gap_size)
+    yield from kept
+
+
+def _head(it: Iterator[bytes], head: int, kept: deque[bytes]) -> Iterator[bytes]:
+    """The blocks of the first `head` bytes, the last one cut at a line end; what follows goes to `kept`."""
+    seen = 0
     for block in it:
+        if seen >= head:
+            kept.append(block)
+            return
+        seen += len(block)
         if seen < head:
-            seen += len(block)
-            if seen < head:
-                yield block
-                continue
-            cut = block.rfind(b"\n") + 1  # the head ends at a line end; the rest may be skipped
-            if cut:
-                yield block[:cut]
-            if block[cut:]:
-                kept.append(block[cut:])
+            yield block
             continue
-        kept.append(block)
-        break
+        cut = block.rfind(b"\n") + 1  # the head ends at a line end; the rest may be skipped
+        if cut:
+            yield block[:cut]
+        if block[cut:]:
+            kept.append(block[cut:])
+
+
+def _keep_tail(it: Iterator[bytes], kept: deque[bytes], tail: int) -> tuple[int, int]:
+    """Read the rest, keeping the blocks of the last `tail` bytes; (lines, bytes) dropped before them."""
     size = sum(len(b) for b in kept)
     gap_lines = gap_size = 0
     for block in it:
@@ -111,18 +130,21 @@ def window(blocks: Iterable[bytes], head: int | None = None, tail: int | None = 
             size -= len(dropped)
             gap_lines += dropped.count(b"\n")
             gap_size += len(dropped)
-    if gap_size:  # start the tail on a whole line: the rest of the line cut in two is skipped too
-        while kept:
-            first = kept.popleft()
-            nl = first.find(b"\n") + 1
-            if nl:
-                gap_lines, gap_size = gap_lines + 1, gap_size + nl
-                if first[nl:]:
-                    kept.appendleft(first[nl:])
-                break
-            gap_size += len(first)
-        yield Gap(gap_lines, gap_size)
-    yield from kept
+    return gap_lines, gap_size
+
+
+def _start_on_a_line(kept: deque[bytes], gap_lines: int, gap_size: int) -> Gap:
+    """Start the tail on a whole line: the rest of the line cut in two is skipped too."""
+    while kept:
+        first = kept.popleft()
+        nl = first.find(b"\n") + 1
+        if nl:
+            gap_lines, gap_size = gap_lines + 1, gap_size + nl
+            if first[nl:]:
+                kept.appendleft(first[nl:])
+            break
+        gap_size += len(first)
+    return Gap(gap_lines, gap_size)
 
 
 class _Long:

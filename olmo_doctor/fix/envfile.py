@@ -18,7 +18,7 @@ is unchanged keeps its old comment too, so a reason that mentions today's free m
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from olmo_doctor.rules.actions import ULIMIT_FLAGS, EnvSet, EnvUnset, Ulimit
@@ -87,13 +87,48 @@ def _statement_key(line: str) -> str | None:
         words = shlex.split(line)
     except ValueError:
         return None
-    if len(words) == 2 and words[0] == "export" and "=" in words[1]:
-        return words[1].split("=", 1)[0]
-    if len(words) == 2 and words[0] == "unset":
-        return words[1]
-    if len(words) == 3 and words[0] == "ulimit" and words[1][:2] == "-S" and words[1][2:] in _FLAG_TO_RESOURCE:
-        return f"ulimit:{_FLAG_TO_RESOURCE[words[1][2:]]}"
-    return None
+    key = _KEYS.get((words[0], len(words))) if words else None
+    return key(words) if key else None
+
+
+def _export_key(words: list[str]) -> str | None:
+    return words[1].split("=", 1)[0] if "=" in words[1] else None
+
+
+def _ulimit_key(words: list[str]) -> str | None:
+    flag = words[1]
+    return f"ulimit:{_FLAG_TO_RESOURCE[flag[2:]]}" if flag[:2] == "-S" and flag[2:] in _FLAG_TO_RESOURCE else None
+
+
+# (command, words in the statement) -> the key of a statement we write: export NAME=value, unset NAME,
+# ulimit -S<flag> value
+_KEYS: dict[tuple[str, int], Callable[[list[str]], str | None]] = {
+    ("export", 2): _export_key,
+    ("unset", 2): lambda words: words[1],
+    ("ulimit", 3): _ulimit_key,
+}
+
+
+def _without_blank_tail(lines: list[str]) -> list[str]:
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def _entries(block: list[str]) -> list[Entry]:
+    """The statements of our block, each with the `# reason` comment above it."""
+    entries: list[Entry] = []
+    pending = ""
+    for line in block:
+        if line in HEADER or not line.strip():
+            continue
+        if line.startswith("#"):
+            pending = line[1:].strip()
+            continue
+        key = _statement_key(line)
+        entries.append(Entry(key if key else f"raw:{line}", line, pending))  # keep lines we did not write
+        pending = ""
+    return entries
 
 
 def parse(text: str) -> EnvFile:
@@ -103,28 +138,10 @@ def parse(text: str) -> EnvFile:
     if lines and lines[-1] == "":
         lines.pop()
     if BEGIN not in lines or END not in lines[lines.index(BEGIN):]:
-        while lines and not lines[-1].strip():
-            lines.pop()
-        return EnvFile(lines, [], [])
+        return EnvFile(_without_blank_tail(lines), [], [])
     start = lines.index(BEGIN)
     end = lines.index(END, start)
-    entries: list[Entry] = []
-    pending = ""
-    for line in lines[start + 1 : end]:
-        if line in HEADER:
-            continue
-        if line.startswith("#"):
-            pending = line[1:].strip()
-            continue
-        if not line.strip():
-            continue
-        key = _statement_key(line)
-        entries.append(Entry(key if key else f"raw:{line}", line, pending))  # keep lines we did not write
-        pending = ""
-    before = lines[:start]
-    while before and not before[-1].strip():
-        before.pop()
-    return EnvFile(before, entries, lines[end + 1 :])
+    return EnvFile(_without_blank_tail(lines[:start]), _entries(lines[start + 1 : end]), lines[end + 1 :])
 
 
 def merge(existing: Iterable[Entry], new: Iterable[Entry]) -> list[Entry]:
@@ -154,11 +171,14 @@ class Overlay:
     limits: dict[str, str]  # resource -> "hard" or a number
 
 
-def overlay(text: str) -> Overlay:
+def overlay(text: str, only: set[str] | frozenset[str] | None = None) -> Overlay:
+    """What sourcing the block would do; with `only`, just the statements in it (the doctor's own lines)."""
     env: dict[str, str] = {}
     unset: set[str] = set()
     limits: dict[str, str] = {}
     for e in parse(text).entries:
+        if only is not None and e.statement not in only:
+            continue
         words = shlex.split(e.statement) if not e.key.startswith("raw:") else []
         if words[:1] == ["export"]:
             name, value = words[1].split("=", 1)

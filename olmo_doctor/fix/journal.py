@@ -17,17 +17,22 @@ names are confined to the project, its backups and wheels are read from its own 
 names is compared with the running one, never executed.
 
 The journal lives in the project, next to the env file it backs up. A project dir we cannot write is refused
-rather than journaled elsewhere, so `fix --undo` always finds the journal where the changes are.
+rather than journaled elsewhere, so `fix --undo` always finds the journal where the changes are. Its folders are
+held open by file descriptor from the first check to the last write (pins.py): `.olmo-doctor` swapped for a
+symlink mid-run cannot redirect a write, and a hard-linked file is never copied in. An entry is bound to its
+project: its signed body names the project folder, and another project's entry is refused.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -35,33 +40,31 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from olmo_common.atomic import atomic_write
+from olmo_common.bounded.data import parse_json
+from olmo_common.bounded.files import read_bytes, sha256_file
 from olmo_doctor.errors import UsageError
 from olmo_doctor.fix import journal_key, safety
+from olmo_doctor.fix.pins import Pins, read_regular
 from olmo_doctor.fix.safety import JournalError
-from olmo_doctor.resources import atomic_write
 
 FORMAT = 1
+STATE, JOURNAL = ".olmo-doctor", "journal"
 JOURNAL_DIR = ".olmo-doctor/journal"
 _ID = re.compile(r"^(\d{4,})-\d{8}-\d{6}$")
 
 
-__all__ = ["Entry", "Journal", "JournalError", "check_writable", "sha256_bytes", "sha256_file"]
+__all__ = ["Entry", "Journal", "JournalError", "check_writable", "sha256_bytes"]
 
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _canonical(entry: dict[str, Any]) -> bytes:
-    return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    # surrogatepass: a path that is not UTF-8 (a project folder named with a \xff byte) reaches Python as a lone
+    # surrogate; it is signed as such, the same bytes every time (the manifest itself is written ASCII-escaped)
+    return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
 def check_writable(project: Path) -> None:
@@ -86,11 +89,14 @@ def check_writable(project: Path) -> None:
 
 
 class Entry:
-    """One journal entry: a folder and its manifest, saved atomically after every change."""
+    """One journal entry: a folder and its manifest, saved atomically after every change. `folder` is the pinned
+    path every read and write goes through; `shown` the one to tell the user."""
 
-    def __init__(self, folder: Path, data: dict[str, Any]):
+    def __init__(self, folder: Path, data: dict[str, Any], journal: Journal | None = None):
         self.folder = folder
         self.data = data
+        self.journal = journal  # keeps the pinned folders open while the entry is in use
+        self.shown = journal.pins.show(folder) if journal is not None else folder
 
     @property
     def id(self) -> str:
@@ -106,21 +112,36 @@ class Entry:
         atomic_write(self.folder / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True).encode() + b"\n")
 
     def _store(self, sub: str, name: str, data: bytes) -> tuple[str, str]:
-        (self.folder / sub).mkdir(exist_ok=True)
-        atomic_write(self.folder / sub / name, data)
+        folder = self.journal.pins.folder(self.folder, sub, create=True, mode=0o700) if self.journal else None
+        folder = folder or self.folder / sub
+        folder.mkdir(exist_ok=True)
+        atomic_write(folder / name, data)  # mkstemp: 0600, the backup of an env file may hold secrets
         return f"{sub}/{name}", sha256_bytes(data)
 
-    def back_up_file(self, project: Path, rel: str) -> dict[str, Any]:
-        """Record a file's state before the run changes it (saved before the change, so a crash can undo it)."""
-        path = project / rel
-        record: dict[str, Any] = {"path": rel, "existed": path.exists()}
-        if path.exists():
-            data = path.read_bytes()
+    def back_up_file(self, path: Path, rel: str) -> dict[str, Any]:
+        """Record a file's state before the run changes it (saved before the change, so a crash can undo it).
+        `path` is the pinned path of the project file `rel`; a symlink, a FIFO or a hard link there is refused."""
+        data = read_regular(path, "journal file", Path(rel))
+        record: dict[str, Any] = {"path": rel, "existed": data is not None}
+        if data is not None:
             record["backup"], record["sha256_before"] = self._store("files", str(len(self.data["files"])), data)
-            record["mode"] = path.stat().st_mode & 0o777  # never a setuid bit back from a journal
+            record["mode"] = os.stat(path, follow_symlinks=False).st_mode & 0o777  # never a setuid bit back
         self.data["files"].append(record)
         self.save()
         return record
+
+    def remove(self) -> None:
+        """Delete this entry's folder (a run that left nothing to undo): its contents through the pinned path,
+        then the folder by name inside the pinned journal folder."""
+        if self.journal is None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            return
+        _empty(self.folder)
+        if self.journal.where is not None:
+            try:
+                os.rmdir(self.journal.where / self.id)
+            except OSError:
+                pass
 
     def add_log(self, text: str) -> tuple[str, str]:
         return self._store("logs", f"{len(self.data['steps'])}.log", text.encode())
@@ -133,51 +154,116 @@ class Entry:
         for rel, digest in refs:
             if rel is None:
                 continue
-            path = safety.member(self.folder, rel, self.id)
+            path = safety.member(self.folder, rel, self.id, self.shown)
             if not path.is_file() or sha256_file(path) != digest:
                 raise JournalError(f"journal entry {self.id}: {rel} is missing or changed since it was written; "
-                                   f"refusing to use it (inspect or move away {self.folder})")
+                                   f"refusing to use it (inspect or move away {self.shown})")
 
     def read_backup(self, rel: str, digest: str) -> bytes:
         """A backup's bytes from this entry's own folder, checked against its recorded sha256 as they are read."""
-        data = safety.member(self.folder, rel, self.id).read_bytes()
+        data = read_bytes(safety.member(self.folder, rel, self.id, self.shown), "journal file")
         if sha256_bytes(data) != digest:
             raise JournalError(f"journal entry {self.id}: {rel} changed since it was written; refusing to restore "
-                               f"it (inspect or move away {self.folder})")
+                               f"it (inspect or move away {self.shown})")
         return data
 
 
+def _matching(ids: list[str], wanted: str) -> str | None:
+    """The one entry id that is `wanted`, has it as its sequence number, or is the only one it begins."""
+    if wanted in ids:
+        return wanted
+    if wanted.isdigit():
+        by_seq = [i for i in ids if int(i.split("-", 1)[0]) == int(wanted)]
+        if by_seq:
+            return by_seq[0]
+    matches = [i for i in ids if i.startswith(wanted)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _check_signed(manifest: dict[str, Any], body: bytes, digest: object, mac: object, entry_id: str,
+                  shown: Path) -> None:
+    """Refuse a manifest edited after it was written (checksum) or not signed with this user's journal key."""
+    if manifest.get("format") != FORMAT or sha256_bytes(body) != digest:
+        raise JournalError(f"journal entry {entry_id}: manifest.json was edited after it was written "
+                           f"(checksum mismatch); refusing to use it (inspect or move away {shown})")
+    if not journal_key.valid(body, mac):
+        raise JournalError(f"journal entry {entry_id} was not written by olmo-doctor for this user (its "
+                           f"signature does not match; copied from elsewhere, or edited?); refusing to use it "
+                           f"(inspect or move away {shown})")
+
+
 class Journal:
+    """The project's journal folder, pinned (pins.py) on first use and for as long as this object lives."""
+
     def __init__(self, project: Path):
         self.project = project
-        self.root = project / JOURNAL_DIR
+        self.root = project / JOURNAL_DIR  # as the user names it
+        self.pins = Pins()
+        self._root: Path | None = None
+        self._tops: dict[str, Path] = {}  # top-level folders of the project, pinned
+        self.where: Path | None = None  # the pinned journal folder, once it exists
+
+    def _pinned(self, create: bool) -> Path | None:
+        """The journal folder, pinned once: later calls reuse the descriptors opened at the first check."""
+        if self.where is None:
+            state = self._folder(STATE, create)
+            self.where = self.pins.folder(state, JOURNAL, create=create, mode=0o700) if state else None
+        return self.where
+
+    def _folder(self, name: str, create: bool) -> Path | None:
+        """A folder at the project's top, pinned once (`.olmo-doctor` is checked with lstat first for its
+        messages, then opened with O_NOFOLLOW)."""
+        if name not in self._tops:
+            safety.state_dir(self.project)
+            if self._root is None:
+                self._root = self.pins.root(self.project)
+            folder = self.pins.folder(self._root, name, create=create)
+            if folder is None:
+                return None
+            self._tops[name] = folder
+        return self._tops[name]
+
+    def project_file(self, rel: object, entry_id: str, create: bool = False) -> Path:
+        """The pinned path of the project file a record names (checked by safety.project_file first): every
+        folder on the way opened with O_NOFOLLOW, so none can be swapped for a symlink before the write."""
+        safety.project_file(self.project, rel, entry_id)
+        assert isinstance(rel, str)
+        *folders, name = rel.split("/")
+        if not folders:
+            if self._root is None:
+                self._root = self.pins.root(self.project)
+            return self._root / name
+        top = self._folder(folders[0], create)
+        parent = self.pins.walk(top, folders[1:], create=create) if top is not None else None
+        return (parent or self.project / "/".join(folders)) / name
 
     def ids(self) -> list[str]:
-        safety.state_dir(self.project)
-        if not self.root.is_dir():
+        where = self._pinned(create=False)
+        if where is None:
             return []
-        return sorted((p.name for p in self.root.iterdir() if p.is_dir() and _ID.match(p.name)),
-                      key=lambda i: int(i.split("-", 1)[0]))
+        names = [n for n in os.listdir(where) if _ID.match(n) and _is_folder(where / n)]
+        return sorted(names, key=lambda i: int(i.split("-", 1)[0]))
 
     def load(self, entry_id: str, verify: bool = True) -> Entry:
-        safety.state_dir(self.project)
-        folder = safety.entry_folder(self.root, entry_id)
+        where = self._pinned(create=False)
+        shown = self.root / entry_id
+        # the name's shape, then the folder itself pinned (a symlink there is refused, not followed)
+        folder = self.pins.folder(where, entry_id) if where is not None and _ID.match(entry_id) else None
+        if folder is None:
+            raise JournalError(f"journal entry {entry_id!r} is not a folder in {self.root} (symlinks are refused)")
         try:
-            manifest = json.loads(safety.member(folder, "manifest.json", entry_id).read_text())
+            raw = read_regular(safety.member(folder, "manifest.json", entry_id, shown), "journal manifest",
+                               shown / "manifest.json")
+            manifest = parse_json(raw or b"", "journal manifest")
             entry, digest, mac = manifest["entry"], manifest["sha256"], manifest.get("mac")
             body = _canonical(entry)
         except (OSError, ValueError, RecursionError, KeyError, TypeError) as e:
             raise JournalError(f"journal entry {entry_id}: manifest.json is unreadable ({e}); "
-                               f"inspect or move away {folder}") from None
-        if manifest.get("format") != FORMAT or sha256_bytes(body) != digest:
-            raise JournalError(f"journal entry {entry_id}: manifest.json was edited after it was written "
-                               f"(checksum mismatch); refusing to use it (inspect or move away {folder})")
-        if not journal_key.valid(body, mac):
-            raise JournalError(f"journal entry {entry_id} was not written by olmo-doctor for this user (its "
-                               f"signature does not match; copied from elsewhere, or edited?); refusing to use it "
-                               f"(inspect or move away {folder})")
+                               f"inspect or move away {shown}") from None
+        _check_signed(manifest, body, digest, mac, entry_id, shown)
+        _bound_here(entry, self.project, entry_id, shown)
         safety.check_entry(entry, entry_id)
-        result = Entry(folder, entry)
+        result = Entry(folder, entry, self)
         if verify:
             result.verify()
         return result
@@ -189,47 +275,50 @@ class Journal:
             raise JournalError(f"no fix journal in {self.root}; nothing to undo")
         if wanted is None:
             return ids[-1]
-        if wanted in ids:
-            return wanted
-        if wanted.isdigit():
-            by_seq = [i for i in ids if int(i.split("-", 1)[0]) == int(wanted)]
-            if by_seq:
-                return by_seq[0]
-        matches = [i for i in ids if i.startswith(wanted)]
-        if len(matches) == 1:
-            return matches[0]
+        found = _matching(ids, wanted)
+        if found is not None:
+            return found
         known = ", ".join(ids[-5:])
         raise JournalError(f"no single journal entry matches '{wanted}' (latest: {known}); see `olmo-doctor fix "
                            "--history`")
 
     def create(self, data: dict[str, Any]) -> Entry:
+        """A new entry, bound to this project (its signed body names the project folder)."""
         ids = self.ids()
         seq = int(ids[-1].split("-", 1)[0]) + 1 if ids else 1
         entry_id = f"{seq:04d}-{time.strftime('%Y%m%d-%H%M%S')}"
-        folder = self.root / entry_id
-        folder.mkdir(parents=True)
+        where = self._pinned(create=True)
+        assert where is not None
+        os.mkdir(where / entry_id, 0o700)  # new: an entry folder that already exists is not ours to reuse
+        folder = self.pins.folder(where, entry_id)
+        assert folder is not None
         entry = Entry(folder, {"id": entry_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status":
-                               "in_progress", "steps": [], "files": [], "wheels": [], **data})
+                               "in_progress", "steps": [], "files": [], "wheels": [], **data,
+                               "project": str(self.project)}, self)
         try:
             entry.save()
         except OSError as e:  # a disk full before anything ran: leave no half entry that blocks the next run
-            shutil.rmtree(folder, ignore_errors=True)
+            entry.remove()
             raise UsageError(f"cannot write the fix journal in {self.root} ({e.strerror or e}); nothing was "
                              "changed. Free some space and run it again") from None
         except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
+            entry.remove()
             raise
         return entry
 
     @contextmanager
     def lock(self) -> Iterator[None]:
         """One fix run or undo per project at a time."""
-        safety.state_dir(self.project)
-        self.root.mkdir(parents=True, exist_ok=True)
-        safety.state_dir(self.project)
-        # O_NOFOLLOW and no truncation: a `.lock` planted as a symlink must not clobber the file it points to
+        where = self._pinned(create=True)
+        assert where is not None
+        # O_NOFOLLOW and no truncation: a `.lock` planted as a symlink must not clobber the file it points to;
+        # O_NONBLOCK: a `.lock` planted as a FIFO must not block the open (it fails or is refused as not a file)
         try:
-            fd = os.open(self.root / ".lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            fd = os.open(where / ".lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         0o600)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise OSError(errno.EINVAL, "not a regular file")
         except OSError as e:
             raise UsageError(f"cannot open {self.root / '.lock'} ({e.strerror or e}); move it away") from None
         with os.fdopen(fd, "w") as f:
@@ -238,3 +327,32 @@ class Journal:
             except BlockingIOError:
                 raise UsageError(f"another `olmo-doctor fix` is running in {self.project}; wait for it") from None
             yield
+
+
+def _is_folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _empty(folder: Path) -> None:
+    """Remove what is inside a pinned folder (never following a symlink in it)."""
+    for name in os.listdir(folder):
+        path = folder / name
+        if _is_folder(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def _bound_here(entry: Any, project: Path, entry_id: str, shown: Path) -> None:
+    """An entry undoes only in the project it was written for: a signed entry copied from project A into B names
+    A, and B's files are not what it backed up."""
+    wrote_for = entry.get("project") if isinstance(entry, dict) else None
+    if wrote_for != str(project):
+        raise JournalError(f"journal entry {entry_id} was written for {wrote_for or 'no project'}, not {project}; "
+                           f"refusing to use it here (inspect or move away {shown})")

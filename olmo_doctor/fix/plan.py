@@ -15,7 +15,7 @@ pip changes to an interpreter that is not a venv or conda env are held back: tha
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from importlib.util import find_spec
 from typing import Any
@@ -27,6 +27,7 @@ from olmo_doctor.errors import UsageError
 from olmo_doctor.findings import Finding, Fix
 from olmo_doctor.fix import envfile
 from olmo_doctor.fix.pyenv import PyEnv, pip_argv
+from olmo_doctor.isolation import python_argv
 from olmo_doctor.rules.actions import (
     ENV_ACTIONS,
     Action,
@@ -67,6 +68,9 @@ class PlanItem:
     diff: list[str] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)  # what a user would type (from the rule)
     backup: list[str] = field(default_factory=list)  # distributions saved as wheels before running
+    # the env-file statements this run writes itself: journaled with the plan, they are the only lines of
+    # .olmo-doctor/env.sh a re-check may apply (fix/recheck.py); everything else in the file is data
+    own_lines: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, [], "")}
@@ -103,11 +107,17 @@ def _allowed(fix: Fix, unsafe: bool) -> bool:
     return fix.automatic and (fix.applicability == "safe" or unsafe)
 
 
-def _ulimit_comment(action: Ulimit, facts: dict[str, Any]) -> tuple[Ulimit, str]:
-    """Cap a numeric target at the hard limit (raising that needs root) and say what 'hard' means here."""
+def _hard_limit(action: Ulimit, facts: dict[str, Any]) -> object:
+    """The hard limit in `ulimit`'s units (-1: unlimited); whatever the facts hold when it is not a number."""
     hard = facts.get(f"ulimit.{action.resource}.hard")
     if isinstance(hard, int) and hard != -1 and action.resource == "memlock":
         hard //= 1024  # the fact is in bytes, `ulimit -l` counts KiB
+    return hard
+
+
+def _ulimit_comment(action: Ulimit, facts: dict[str, Any]) -> tuple[Ulimit, str]:
+    """Cap a numeric target at the hard limit (raising that needs root) and say what 'hard' means here."""
+    hard = _hard_limit(action, facts)
     if action.value == "hard":
         return action, f" (hard limit now {'unlimited' if hard == -1 else hard})" if isinstance(hard, int) else ""
     if isinstance(hard, int) and hard != -1 and int(action.value) > hard:
@@ -115,22 +125,37 @@ def _ulimit_comment(action: Ulimit, facts: dict[str, Any]) -> tuple[Ulimit, str]
     return action, ""
 
 
+def _install_satisfied(action: PipInstall, env: PyEnv) -> str | None:
+    req = Requirement(action.requirement)
+    if req.marker is not None and not req.marker.evaluate():
+        return f"'{action.requirement}' does not apply to this Python"
+    have = env.version(action.package)
+    if have is not None and req.specifier.contains(have, prereleases=True):
+        return f"{action.package} {have} already satisfies '{action.requirement}'"
+    return None
+
+
+def _uninstall_satisfied(action: PipUninstall, env: PyEnv) -> str | None:
+    return f"{action.package} is not installed" if env.version(_canon(action.package)) is None else None
+
+
+def _torch_satisfied(action: ReinstallTorch, env: PyEnv) -> str | None:
+    have = env.version("torch")
+    if have is not None and _local(have) == action.index:
+        return f"torch {have} already comes from the {action.index} index"
+    return None
+
+
+# action type -> why it has nothing left to do in an environment (or None)
+_SATISFIED: dict[type, Callable[[Any, PyEnv], str | None]] = {
+    PipInstall: _install_satisfied, PipUninstall: _uninstall_satisfied, ReinstallTorch: _torch_satisfied,
+}
+
+
 def _satisfied(action: Action, env: PyEnv) -> str | None:
     """Why a pip action has nothing left to do in this environment, or None."""
-    if isinstance(action, PipInstall):
-        req = Requirement(action.requirement)
-        if req.marker is not None and not req.marker.evaluate():
-            return f"'{action.requirement}' does not apply to this Python"
-        have = env.version(action.package)
-        if have is not None and req.specifier.contains(have, prereleases=True):
-            return f"{action.package} {have} already satisfies '{action.requirement}'"
-    if isinstance(action, PipUninstall) and env.version(_canon(action.package)) is None:
-        return f"{action.package} is not installed"
-    if isinstance(action, ReinstallTorch):
-        have = env.version("torch")
-        if have is not None and _local(have) == action.index:
-            return f"torch {have} already comes from the {action.index} index"
-    return None
+    check = _SATISFIED.get(type(action))
+    return check(action, env) if check else None
 
 
 def _canon(name: str) -> str:
@@ -169,7 +194,7 @@ def _pip_item(action: Action, python: str, env: PyEnv | None) -> tuple[str, str,
         argv = pip_argv(python, "install", _torch_requirement(action, env), "--index-url", action.url)
         return "reinstall_torch", f"reinstall_torch:{action.index}", argv, []
     assert isinstance(action, RebuildKernel)
-    argv = [python, "-m", "olmo_doctor", "build-kernels", "--package", action.package]
+    argv = python_argv(python, "-m", "olmo_doctor", "build-kernels", "--package", action.package, user_paths=True)
     return "rebuild_kernel", f"rebuild_kernel:{action.package}", argv, [_canon(action.package)]
 
 
@@ -202,31 +227,37 @@ class _Planner:
 
     def finding(self, finding: Finding) -> None:
         for fix in finding.fixes:
-            code = finding.code
-            if not fix.automatic:
-                self.items.append(PlanItem(f"manual:{code}:{fix.title}", "manual", [code], fix.title, "manual",
-                                           "manual", fix.title, commands=list(fix.commands)))
-                continue
-            try:
-                actions = _checked_actions(fix, f"{code} fix '{fix.title}'")
-            except (ActionUnresolved, ActionBadValue) as e:  # the facts made this machine's action unusable
-                self.items.append(PlanItem(f"blocked:{code}:{fix.title}", "blocked", [code], fix.title,
-                                           fix.applicability, "blocked", fix.title, reason=str(e),
-                                           commands=list(fix.commands)))
-                continue
-            status = "apply" if _allowed(fix, self.unsafe) else "needs_unsafe"
-            for action in actions:
-                if status != "apply":  # listed with what it would run, so the user can judge it
-                    op, key, argv = "write_env_file", action.describe(), None
-                    if not isinstance(action, ENV_ACTIONS):
-                        op, key, argv, _ = _pip_item(action, self.py, self.env)
-                    self.items.append(PlanItem(f"{status}:{code}:{key}", op, [code], fix.title, fix.applicability,
-                                               status, action.describe(), reason=_why_not(status), argv=argv,
-                                               commands=list(fix.commands)))
-                elif isinstance(action, ENV_ACTIONS):
-                    self._env(code, fix, action)
-                else:
-                    self._pip(code, fix, action)
+            self._fix(finding.code, fix)
+
+    def _fix(self, code: str, fix: Fix) -> None:
+        if not fix.automatic:
+            self.items.append(PlanItem(f"manual:{code}:{fix.title}", "manual", [code], fix.title, "manual",
+                                       "manual", fix.title, commands=list(fix.commands)))
+            return
+        try:
+            actions = _checked_actions(fix, f"{code} fix '{fix.title}'")
+        except (ActionUnresolved, ActionBadValue) as e:  # the facts made this machine's action unusable
+            self.items.append(PlanItem(f"blocked:{code}:{fix.title}", "blocked", [code], fix.title,
+                                       fix.applicability, "blocked", fix.title, reason=str(e),
+                                       commands=list(fix.commands)))
+            return
+        allowed = _allowed(fix, self.unsafe)
+        for action in actions:
+            if not allowed:
+                self._held(code, fix, action)
+            elif isinstance(action, ENV_ACTIONS):
+                self._env(code, fix, action)
+            else:
+                self._pip(code, fix, action)
+
+    def _held(self, code: str, fix: Fix, action: Action) -> None:
+        """An unsafe fix without --unsafe-fixes: listed with what it would run, so the user can judge it."""
+        op, key, argv = "write_env_file", action.describe(), None
+        if not isinstance(action, ENV_ACTIONS):
+            op, key, argv, _ = _pip_item(action, self.py, self.env)
+        self.items.append(PlanItem(f"needs_unsafe:{code}:{key}", op, [code], fix.title, fix.applicability,
+                                   "needs_unsafe", action.describe(), reason=_why_not("needs_unsafe"), argv=argv,
+                                   commands=list(fix.commands)))
 
     def _env(self, code: str, fix: Fix, action: Any) -> None:
         note = ""
@@ -247,9 +278,9 @@ class _Planner:
                         commands=list(fix.commands), backup=backup)
         self.pip[key] = (item, action)
 
-    def plan(self, env_text: str | None) -> list[PlanItem]:
-        # an install is judged against the environment as the planned uninstalls leave it (OD251: remove a
-        # broken ninja, install it again: the install is not "already satisfied")
+    def _refine_pip(self) -> None:
+        """An install is judged against the environment as the planned uninstalls leave it (OD251: remove a
+        broken ninja, install it again: the install is not "already satisfied")."""
         after = self.env
         for item, action in self.pip.values():
             if isinstance(action, PipUninstall):
@@ -260,6 +291,9 @@ class _Planner:
         for item, action in self.pip.values():
             if not isinstance(action, PipUninstall):
                 _refine(item, action, after, self.from_report, self.unsafe)
+
+    def plan(self, env_text: str | None) -> list[PlanItem]:
+        self._refine_pip()
         items = _env_items(self.env_entries, self.env_codes, self.env_titles, env_text, self.env_grade)
         items += [*(item for item, _ in self.pip.values()), *self.items]
         # what runs first, in run order (env file, uninstalls, installs, torch, kernels), then what does not
@@ -283,6 +317,11 @@ def _checked_actions(fix: Fix, where: str) -> list[Action]:
     return actions
 
 
+def _selected(only: Iterable[str] | None) -> set[str] | None:
+    """The codes `--only` names, upper-cased; None: everything."""
+    return {c.strip().upper() for c in only} if only is not None else None
+
+
 def make_plan(
     findings: Iterable[Finding],
     recommended: dict[str, Any],
@@ -300,18 +339,27 @@ def make_plan(
 
     `recommended` is envplan.recommend's output (name -> EnvVar), `env` the target environment (None when planning
     for a report), `env_text` the current .olmo-doctor/env.sh (None when absent), `only` rule codes and/or 'env'."""
-    selected = {c.strip().upper() for c in only} if only is not None else None
-    py = env.python if env else (python or str(facts.get("python.executable") or "python"))
+    selected = _selected(only)
+    py = _target_python(env, python, facts)
     planner = _Planner(facts, env, py, unsafe, from_report)
     if selected is None or ENV_CODE.upper() in selected:
         planner.recommended(recommended)
-    used = []
-    for finding in findings:
-        if selected is None or finding.code in selected:
-            used.append({"code": finding.code, "severity": finding.severity, "title": finding.title})
-            planner.finding(finding)
-    return FixPlan(project, py, env.kind if env else None, unsafe, planner.plan(env_text), used,
+    used = [f for f in findings if selected is None or f.code in selected]
+    for finding in used:
+        planner.finding(finding)
+    return FixPlan(project, py, env.kind if env else None, unsafe, planner.plan(env_text), _summaries(used),
                    sorted(selected) if selected is not None else None, from_report)
+
+
+def _target_python(env: PyEnv | None, python: str | None, facts: dict[str, Any]) -> str:
+    """The interpreter pip runs in: the environment's, else the one given, else the report's."""
+    if env:
+        return env.python
+    return python or str(facts.get("python.executable") or "python")
+
+
+def _summaries(findings: list[Finding]) -> list[dict[str, str]]:
+    return [{"code": f.code, "severity": f.severity, "title": f.title} for f in findings]
 
 
 def _why_not(status: str) -> str:
@@ -330,6 +378,11 @@ def _refine(item: PlanItem, action: Action, env: PyEnv | None, from_report: str 
     if done := _satisfied(action, env):
         item.status, item.reason = "done", done
         return
+    _refine_for_env(item, env, unsafe)
+
+
+def _refine_for_env(item: PlanItem, env: PyEnv, unsafe: bool) -> None:
+    """Held back in another venv than olmo-doctor's, blocked without pip, unsafe outside a venv."""
     if env.foreign_venv:
         item.status = "needs_venv"
         item.reason = (f"the active venv is {env.active_venv}, but olmo-doctor runs in {env.prefix}; run the "
@@ -347,19 +400,28 @@ def _refine(item: PlanItem, action: Action, env: PyEnv | None, from_report: str 
             item.reason += "; activate your venv, or pass --unsafe-fixes to allow it"
 
 
+def _env_file_description(new: str) -> str:
+    entries = envfile.parse(new).entries
+    exports = sum(e.statement.startswith("export ") for e in entries)
+    limits = ", limits" if any(e.key.startswith("ulimit:") for e in entries) else ""
+    return f"write {envfile.ENV_FILE} ({exports} export{'' if exports == 1 else 's'}{limits})"
+
+
+def _changed_lines(old: str | None, new: str) -> list[str]:
+    """The +/- lines of a unified diff of the env file, without its headers."""
+    diff = difflib.unified_diff((old or "").splitlines(), new.splitlines(), lineterm="", n=0)
+    return [line for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
 def _env_items(entries: list[envfile.Entry], codes: list[str], titles: list[str], text: str | None,
                grade: str) -> list[PlanItem]:
     if not entries:
         return []
     new = envfile.updated(text, entries)
-    old_lines = (text or "").splitlines()
-    diff = [line for line in difflib.unified_diff(old_lines, new.splitlines(), lineterm="", n=0)
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
-    exports = sum(e.statement.startswith("export ") for e in envfile.parse(new).entries)
-    desc = f"write {envfile.ENV_FILE} ({exports} export{'' if exports == 1 else 's'}" + (
-        ", limits)" if any(e.key.startswith("ulimit:") for e in envfile.parse(new).entries) else ")")
     item = PlanItem("env_file", "write_env_file", list(dict.fromkeys(codes)), "; ".join(dict.fromkeys(titles)),
-                    grade, "apply" if new != text else "done", desc, path=envfile.ENV_FILE, content=new, diff=diff)
+                    grade, "apply" if new != text else "done", _env_file_description(new), path=envfile.ENV_FILE,
+                    content=new, diff=_changed_lines(text, new),
+                    own_lines=list(dict.fromkeys(e.statement for e in entries)))
     if item.status == "done":
         item.reason = f"{envfile.ENV_FILE} already has these lines (source it to use them)"
     return [item]

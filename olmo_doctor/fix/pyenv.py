@@ -1,7 +1,7 @@
 """The Python environment that fixes change: which interpreter, whether it is isolated, what it has, and pip.
 
 The target is the environment of the interpreter running olmo-doctor (the one `check` probed); when another venv
-is activated, pip fixes are refused rather than guessed. Every pip call is an argv list `[python, "-m", "pip",
+is activated, pip fixes are refused rather than guessed. Every pip call is an argv list `[python, "-I", "-m", "pip",
 ...]` run without a shell, so pip installs into exactly that interpreter's environment. What is installed is read
 by a tiny script run by the target interpreter (importlib.metadata): faster than pip, and the same code path
 whichever interpreter runs olmo-doctor.
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from olmo_doctor.errors import UsageError
+from olmo_doctor.isolation import child_env, python_argv
 
 _QUERY = r"""
 import json, os, re, sys, sysconfig
@@ -95,8 +96,8 @@ def target_python() -> str:
 def query(python: str) -> PyEnv:
     """Ask the interpreter where it lives and what it has installed (one short subprocess)."""
     try:
-        proc = subprocess.run([python, "-c", _QUERY], capture_output=True, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL, env=_clean_env())
+        proc = subprocess.run(python_argv(python, "-c", _QUERY), capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL, env=child_env())
     except (OSError, subprocess.SubprocessError) as e:
         raise UsageError(f"cannot run the Python at {python}: {e}") from None
     if proc.returncode != 0:
@@ -107,14 +108,11 @@ def query(python: str) -> PyEnv:
     return PyEnv(python=python, dists=dists, active_venv=os.environ.get("VIRTUAL_ENV") or None, **data)
 
 
-def _clean_env() -> dict[str, str]:
-    # PYTHONPATH or PYTHONHOME of this process would make the target see (and pip change) other packages
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-
-
 def pip_argv(python: str, command: str, *args: str) -> list[str]:
-    """`python -m pip COMMAND` with no prompts and no version nag; the plan shows exactly this argv."""
-    return [python, "-m", "pip", command, "--no-input", "--disable-pip-version-check", *args]
+    """`python -I -m pip COMMAND` with no prompts and no version nag; the plan shows exactly this argv. -I: the
+    environment's own pip, never a pip/ in the working folder, and no PYTHONPATH or user site-packages that would
+    make it see (and change) other packages than the environment's."""
+    return [python, "-I", "-m", "pip", command, "--no-input", "--disable-pip-version-check", *args]
 
 
 def freeze(python: str) -> list[str]:
@@ -129,7 +127,7 @@ def run(argv: Sequence[str], echo: Callable[[str], None] | None = None) -> tuple
     """Run argv (never a shell), stream its lines to `echo`, return (exit code, combined output)."""
     try:
         proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                errors="replace", stdin=subprocess.DEVNULL, env=_clean_env())
+                                errors="replace", stdin=subprocess.DEVNULL, env=child_env())
     except OSError as e:
         return 127, f"cannot run {argv[0]}: {e.strerror or e}\n"
     lines: list[str] = []

@@ -5,7 +5,6 @@ cloned repository, or was edited, must not be able to steer that anywhere: every
 line (JournalError, exit 2) before anything is changed.
 
     state_dir(project)          .olmo-doctor (and its journal/) are real folders owned by this user, not symlinks
-    entry_folder(root, id)      an entry is a real folder named like 0001-20260101-120000 inside journal/
     member(folder, rel, id)     a backup, wheel, log or manifest: one of our own names inside the entry's folder
     project_file(project, rel)  a file the run changed: relative, inside the project, reached through no symlink
     check_entry(data, id)       the manifest's fields have the types and shapes fix --apply writes
@@ -57,44 +56,43 @@ def state_dir(project: Path) -> None:
                                "folder there (move it away)")
 
 
-def entry_folder(root: Path, entry_id: str) -> Path:
-    folder = root / entry_id
-    st = _lstat(folder) if _ENTRY_ID.match(entry_id) else None
-    if st is None or not stat.S_ISDIR(st.st_mode):
-        raise JournalError(f"journal entry {entry_id!r} is not a folder in {root} (symlinks are refused)")
-    return folder
-
-
-def member(folder: Path, rel: object, entry_id: str) -> Path:
-    """A file of the entry's own folder, by one of the names fix --apply gives them; never a symlink."""
+def member(folder: Path, rel: object, entry_id: str, shown: Path | None = None) -> Path:
+    """A file of the entry's own folder, by one of the names fix --apply gives them; never a symlink. `shown` is
+    the folder as the user names it (`folder` may be a pinned /proc/self/fd path)."""
+    shown = shown or folder
     if not isinstance(rel, str) or not _MEMBER.match(rel):
         raise JournalError(f"journal entry {entry_id} names {rel!r} as one of its files; only its own "
-                           f"files/, wheels/ and logs/ are allowed (inspect or move away {folder})")
+                           f"files/, wheels/ and logs/ are allowed (inspect or move away {shown})")
     path = folder
     for part in rel.split("/"):
         path = path / part
         st = _lstat(path)
         if st is not None and stat.S_ISLNK(st.st_mode):
             raise JournalError(f"journal entry {entry_id}: {rel} is a symlink; refusing to read it "
-                               f"(inspect or move away {folder})")
+                               f"(inspect or move away {shown})")
     st = _lstat(path)
     if st is not None and not stat.S_ISREG(st.st_mode):  # a fifo would hang the read, a device feed it forever
         raise JournalError(f"journal entry {entry_id}: {rel} is not a regular file; refusing to read it "
-                           f"(inspect or move away {folder})")
+                           f"(inspect or move away {shown})")
     return path
 
 
-def project_file(project: Path, rel: object, entry_id: str) -> Path:
-    """The project file a journal record names, confined to the project and reached through no symlink."""
-    bad = f"journal entry {entry_id} names {rel!r}, which is not a file inside the project; refusing to use it"
+def _relative_parts(rel: object, bad: str) -> tuple[str, ...]:
+    """The parts of a plain relative POSIX path that does not reach into the journal; JournalError(bad) else."""
     if not isinstance(rel, str) or not rel or has_control(rel) or "\\" in rel:
         raise JournalError(bad)
     parts = PurePosixPath(rel).parts
     if PurePosixPath(rel).is_absolute() or any(p in ("..", ".", "") for p in parts) or parts[:2] == (
             STATE_DIR, "journal"):
         raise JournalError(bad)
+    return parts
+
+
+def project_file(project: Path, rel: object, entry_id: str) -> Path:
+    """The project file a journal record names, confined to the project and reached through no symlink."""
+    bad = f"journal entry {entry_id} names {rel!r}, which is not a file inside the project; refusing to use it"
     path = project
-    for part in parts:
+    for part in _relative_parts(rel, bad):
         path = path / part
         st = _lstat(path)
         if st is not None and stat.S_ISLNK(st.st_mode):
@@ -105,17 +103,41 @@ def project_file(project: Path, rel: object, entry_id: str) -> Path:
     return path
 
 
+def _dist_entry_ok(name: object, pin: object) -> bool:
+    """`name: [version, direct_url.json text or None]`."""
+    return (_matches(name, _DIST) and isinstance(pin, list) and len(pin) == 2 and _matches(pin[0], _VERSION)
+            and (pin[1] is None or isinstance(pin[1], str)))
+
+
 def _dists_ok(value: object) -> bool:
     if value is None:
         return True
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and _DIST.match(k) and isinstance(v, list) and len(v) == 2
-        and isinstance(v[0], str) and _VERSION.match(v[0]) and (v[1] is None or isinstance(v[1], str))
-        for k, v in value.items())
+    return isinstance(value, dict) and all(_dist_entry_ok(k, v) for k, v in value.items())
 
 
-def _problem(data: Any, entry_id: str) -> str | None:
-    """What in an entry's fields is not what fix --apply writes, or None."""
+def _file_problem(rec: dict[str, Any]) -> str | None:
+    if not isinstance(rec.get("path"), str) or not isinstance(rec.get("existed"), bool):
+        return "a file record has no path"
+    if rec["existed"] and not (isinstance(rec.get("backup"), str) and isinstance(rec.get("sha256_before"), str)):
+        return f"the record of {rec['path']!r} has no checked backup"
+    if rec.get("mode") is not None and not (isinstance(rec["mode"], int) and 0 <= rec["mode"] <= 0o777):
+        return f"the record of {rec['path']!r} has an odd file mode"
+    return None
+
+
+def _matches(value: object, pattern: re.Pattern[str]) -> bool:
+    return isinstance(value, str) and pattern.match(value) is not None
+
+
+def _wheel_ok(w: dict[str, Any]) -> bool:
+    extras = w.get("extras")
+    return (_matches(w.get("name"), _DIST) and _matches(w.get("version"), _VERSION)
+            and isinstance(w.get("sha256"), str) and isinstance(extras, dict)
+            and set(extras) <= _EXTRAS and all(isinstance(v, str) for v in extras.values()))
+
+
+def _shape_problem(data: Any, entry_id: str) -> str | None:
+    """The id, the status, and the three lists of records."""
     if not isinstance(data, dict) or data.get("id") != entry_id:
         return "its id does not match its folder"
     if not isinstance(data.get("status"), str):
@@ -123,19 +145,23 @@ def _problem(data: Any, entry_id: str) -> str | None:
     for key in ("files", "wheels", "steps"):
         if not isinstance(data.get(key), list) or not all(isinstance(x, dict) for x in data[key]):
             return f"{key} is not a list of records"
+    return None
+
+
+def _problem(data: Any, entry_id: str) -> str | None:
+    """What in an entry's fields is not what fix --apply writes, or None."""
+    if (shape := _shape_problem(data, entry_id)) is not None:
+        return shape
     for rec in data["files"]:
-        if not isinstance(rec.get("path"), str) or not isinstance(rec.get("existed"), bool):
-            return "a file record has no path"
-        if rec["existed"] and not (isinstance(rec.get("backup"), str) and isinstance(rec.get("sha256_before"), str)):
-            return f"the record of {rec['path']!r} has no checked backup"
-        if rec.get("mode") is not None and not (isinstance(rec["mode"], int) and 0 <= rec["mode"] <= 0o777):
-            return f"the record of {rec['path']!r} has an odd file mode"
-    for w in data["wheels"]:
-        extras = w.get("extras")
-        if not (isinstance(w.get("name"), str) and _DIST.match(w["name"]) and isinstance(w.get("version"), str)
-                and _VERSION.match(w["version"]) and isinstance(w.get("sha256"), str) and isinstance(extras, dict)
-                and set(extras) <= _EXTRAS and all(isinstance(v, str) for v in extras.values())):
-            return "a saved wheel record is malformed"
+        if (problem := _file_problem(rec)) is not None:
+            return problem
+    if not all(_wheel_ok(w) for w in data["wheels"]):
+        return "a saved wheel record is malformed"
+    return _dists_problem(data)
+
+
+def _dists_problem(data: Any) -> str | None:
+    """What is wrong with the entry's lists of distributions or its Python, or None."""
     for key in ("dists_before", "dists_after"):
         if not _dists_ok(data.get(key)):
             return f"{key} names something that is not a distribution and version"

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from olmo_doctor.api import SCOPES
+from olmo_doctor.api import DEVICES, SCOPES
 from olmo_doctor.errors import UsageError
 from olmo_doctor.fleet.verdict import FleetResult
 from olmo_doctor.report import SIBLINGS
@@ -27,9 +27,16 @@ def _emitter(json_out: bool) -> Callable[[FleetResult], None]:
     return emit
 
 
-def check_fleet(scope: str, facts_from: Path | None, timeout: float, size_mb: float | None, json_out: bool) -> int:
+def _check_device(device: str | None) -> None:
+    if device is not None and device not in DEVICES:
+        raise UsageError(f"unknown device '{device}'; use one of {', '.join(DEVICES)}")
+
+
+def check_fleet(scope: str, facts_from: Path | None, timeout: float, size_mb: float | None, json_out: bool,
+                device: str | None = None) -> int:
     if scope not in SCOPES:
         raise UsageError(f"unknown scope '{scope}'; use one of {', '.join(SCOPES)}")
+    _check_device(device)
     if not 1 <= timeout <= 3600:
         raise UsageError(f"--fleet-timeout {timeout:g} is out of range; give seconds between 1 and 3600")
     if size_mb is not None and not 0 < size_mb <= 16384:
@@ -38,10 +45,10 @@ def check_fleet(scope: str, facts_from: Path | None, timeout: float, size_mb: fl
         raise UsageError(f"--fleet-facts-from {facts_from} is not a folder of <node>.json reports")
     from olmo_doctor.fleet.launch import run
 
-    return run(scope, facts_from, timeout, size_mb, _emitter(json_out))
+    return run(scope, facts_from, timeout, size_mb, _emitter(json_out), device)
 
 
-def compare_reports(paths: list[Path], scope: str, json_out: bool) -> int:
+def compare_reports(paths: list[Path], scope: str, json_out: bool, device: str | None = None) -> int:
     """`olmo-doctor compare`: the same table from saved reports, one node per report (its file name)."""
     from olmo_doctor.fleet.verdict import judge
     from olmo_doctor.fleet.world import safe_node_name
@@ -49,6 +56,7 @@ def compare_reports(paths: list[Path], scope: str, json_out: bool) -> int:
 
     if scope not in SCOPES:
         raise UsageError(f"unknown scope '{scope}'; use one of {', '.join(SCOPES)}")
+    _check_device(device)
     files = expand(paths)
     if len(files) < 2:
         raise UsageError("compare needs at least two reports (one per node), e.g. olmo-doctor compare reports/*.json")
@@ -58,7 +66,7 @@ def compare_reports(paths: list[Path], scope: str, json_out: bool) -> int:
         while name in nodes:
             name += "_"
         nodes[name] = load_report(path)
-    result = judge(nodes, scope=scope, source=f"{len(nodes)} reports")
+    result = judge(nodes, scope=scope, source=f"{len(nodes)} reports", plan_device=device)
     _emitter(json_out)(result)
     return result.exit_code
 
@@ -68,11 +76,17 @@ def expand(paths: list[Path]) -> list[Path]:
     node per report."""
     out: list[Path] = []
     for p in paths:
-        many = sorted(p.glob("*.json"), key=_natural) if p.is_dir() else []
-        if p.is_dir() and not many and not any((p / n).is_file() for n in SIBLINGS):
-            many = sorted((d for d in p.iterdir() if d.is_dir()), key=_natural)
+        many = _nodes_in(p) if p.is_dir() else []
         out += many if len(many) > 1 else [p]
     return out
+
+
+def _nodes_in(folder: Path) -> list[Path]:
+    """The folder's *.json reports, else its capture folders when it is not one itself."""
+    many = sorted(folder.glob("*.json"), key=_natural)
+    if not many and not any((folder / n).is_file() for n in SIBLINGS):
+        many = sorted((d for d in folder.iterdir() if d.is_dir()), key=_natural)
+    return many
 
 
 def _natural(path: Path) -> list[Any]:

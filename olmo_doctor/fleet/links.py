@@ -89,39 +89,67 @@ def inter_node(facts: Mapping[str, FactValue], ranks_on_node: int) -> tuple[str 
     return f"RDMA {ports} ports, {rate:g} Gb/s", share
 
 
+def _links(test: Test, nodes: Mapping[str, Mapping[str, FactValue]],
+           ranks: Mapping[str, int]) -> list[tuple[str | None, float | None]]:
+    """(label, GB/s) of each link the test crosses: inside its node, or each node's share of its RDMA ports."""
+    facts = [nodes.get(n, {}) for n in test.nodes]
+    if len(facts) == 1:
+        return [intra_node(facts[0])]
+    return [inter_node(f, ranks.get(n, 1)) for n, f in zip(test.nodes, facts, strict=True)]
+
+
 def expect(test: Test, nodes: Mapping[str, Mapping[str, FactValue]], ranks: Mapping[str, int]) -> None:
     """Fill the test's link label and expected busbw (None when the facts do not say)."""
     if test.backend == "gloo":
         return  # CPU all-reduce over TCP: no hardware figure to hold it to
-    facts = [nodes.get(n, {}) for n in test.nodes]
-    found = [intra_node(facts[0])] if len(facts) == 1 else [inter_node(f, ranks.get(n, 1))
-                                                            for n, f in zip(test.nodes, facts, strict=True)]
+    found = _links(test, nodes, ranks)
     if found and all(g is not None for _, g in found):
         label, gbps = min(found, key=lambda lg: lg[1] or 0.0)
         test.link, test.expected_gbps = label, round(float(gbps or 0.0), 1)
     elif found:
-        test.link = next((label for label, _ in found if label), None)
+        test.link = _first_label(found)
+
+
+def _first_label(found: list[tuple[str | None, float | None]]) -> str | None:
+    return next((label for label, _ in found if label), None)
+
+
+def _against_link(t: Test) -> None:
+    if t.busbw_gbps is None or not t.expected_gbps:
+        return
+    t.efficiency = round(t.busbw_gbps / t.expected_gbps, 3)
+    if t.efficiency < SLOW_EFFICIENCY:
+        t.slow = (f"{t.busbw_gbps:g} GB/s busbw is {t.efficiency:.0%} of the {t.expected_gbps:g} GB/s "
+                  f"{t.link} should carry")
+
+
+def _measured_on_hardware(t: Test, kind: str) -> bool:
+    """A test of this kind with a bandwidth measured over NCCL (not gloo)."""
+    return t.kind == kind and t.busbw_gbps is not None and t.backend != "gloo"
+
+
+def _against_peers(tests: list[Test], kind: str) -> None:
+    # gloo on CPUs shares cores between the ranks of a test: its timings say nothing about a link
+    peers = [t for t in tests if _measured_on_hardware(t, kind)]
+    if len(peers) < 3:
+        return
+    median = statistics.median(t.busbw_gbps or 0.0 for t in peers)
+    for t in peers:
+        if t.slow is None and (t.busbw_gbps or 0.0) < SLOW_VS_PEERS * median:
+            t.slow = f"{t.busbw_gbps:g} GB/s busbw against a median of {median:g} GB/s for its peers"
 
 
 def judge(tests: list[Test]) -> None:
     """Mark slow tests: against their link's expectation, else against the median of their own kind."""
     for t in tests:
-        if t.busbw_gbps is None:
-            continue
-        if t.expected_gbps:
-            t.efficiency = round(t.busbw_gbps / t.expected_gbps, 3)
-            if t.efficiency < SLOW_EFFICIENCY:
-                t.slow = (f"{t.busbw_gbps:g} GB/s busbw is {t.efficiency:.0%} of the {t.expected_gbps:g} GB/s "
-                          f"{t.link} should carry")
+        _against_link(t)
     for kind in ("node", "pair"):
-        # gloo on CPUs shares cores between the ranks of a test: its timings say nothing about a link
-        peers = [t for t in tests if t.kind == kind and t.busbw_gbps is not None and t.backend != "gloo"]
-        if len(peers) < 3:
-            continue
-        median = statistics.median(t.busbw_gbps or 0.0 for t in peers)
-        for t in peers:
-            if t.slow is None and (t.busbw_gbps or 0.0) < SLOW_VS_PEERS * median:
-                t.slow = f"{t.busbw_gbps:g} GB/s busbw against a median of {median:g} GB/s for its peers"
+        _against_peers(tests, kind)
+
+
+def _slow_in_every_pair(node: str, pairs: list[Test]) -> bool:
+    mine = [t for t in pairs if node in t.nodes]
+    return len(mine) >= 2 and all(t.slow for t in mine)
 
 
 def slow_nodes(tests: list[Test]) -> list[str]:
@@ -130,10 +158,8 @@ def slow_nodes(tests: list[Test]) -> list[str]:
     blamed = [t.nodes[0] for t in tests if t.kind == "node" and t.slow]
     pairs = [t for t in tests if t.kind == "pair" and t.busbw_gbps is not None]
     if any(not t.slow for t in pairs):
-        for node in {n for t in pairs for n in t.nodes}:
-            mine = [t for t in pairs if node in t.nodes]
-            if len(mine) >= 2 and all(t.slow for t in mine) and node not in blamed:
-                blamed.append(node)
+        paired = {n for t in pairs for n in t.nodes}
+        blamed += [n for n in paired if n not in blamed and _slow_in_every_pair(n, pairs)]
     return sorted(blamed)
 
 

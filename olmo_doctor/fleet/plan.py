@@ -20,11 +20,15 @@ def plan_tests(names: list[str], ranks_of: dict[str, list[int]], world: int) -> 
     if inside:
         rounds.append(inside)
     if len(names) > 2:
-        for pairs in pair_rounds(names):
-            pairs = [(a, b) if names.index(a) < names.index(b) else (b, a) for a, b in pairs]
-            rounds.append([(Test("pair", [a, b], len(ranks_of[a]) + len(ranks_of[b])), ranks_of[a] + ranks_of[b])
-                           for a, b in sorted(pairs, key=lambda p: names.index(p[0]))])
+        rounds += [_pair_round(names, pairs, ranks_of) for pairs in pair_rounds(names)]
     return rounds
+
+
+def _pair_round(names: list[str], pairs: list[tuple[str, str]], ranks_of: dict[str, list[int]]) -> Round:
+    """One round of node pairs, each pair and the round in the order the nodes were named."""
+    pairs = [(a, b) if names.index(a) < names.index(b) else (b, a) for a, b in pairs]
+    return [(Test("pair", [a, b], len(ranks_of[a]) + len(ranks_of[b])), ranks_of[a] + ranks_of[b])
+            for a, b in sorted(pairs, key=lambda p: names.index(p[0]))]
 
 
 def pair_rounds(names: list[str]) -> list[list[tuple[str, str]]]:

@@ -41,15 +41,18 @@ ADVISORY: dict[str, str] = {
 }
 
 
+def _model(facts: Mapping[str, FactValue]) -> str | None:
+    """'8x NVIDIA H100 80GB HBM3' (a count per model), 'none' without a GPU, None when the facts do not say."""
+    names = [str(facts.get(f"gpu.{i}.name")) for i in gpu_indices(facts)]
+    if names:
+        return ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names))
+    return "none" if facts.get("gpu.count") == 0 else None
+
+
 def derived(facts: Mapping[str, FactValue]) -> Facts:
     """Per-node values the table compares that no single fact holds: the GPU model and count, NVLink links up."""
-    names = [str(facts.get(f"gpu.{i}.name")) for i in gpu_indices(facts)]
-    model = ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names)) if names else None
-    if model is None and facts.get("gpu.count") == 0:
-        model = "none"
-    ups = [facts.get(f"gpu.{i}.nvlink.up") for i in gpu_indices(facts)]
-    up = sum(u for u in ups if isinstance(u, int)) if any(isinstance(u, int) for u in ups) else None
-    return {"gpu.model": model, "nvlink.up": up}
+    ups = [u for u in (facts.get(f"gpu.{i}.nvlink.up") for i in gpu_indices(facts)) if isinstance(u, int)]
+    return {"gpu.model": _model(facts), "nvlink.up": sum(ups) if ups else None}
 
 
 @dataclass

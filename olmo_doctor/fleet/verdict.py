@@ -33,32 +33,42 @@ class FleetResult:
         return exit_code(every)
 
 
+def _odd(rows: list[table.Row], strict: bool) -> list[str]:
+    return [table.describe(r) for r in rows if r.strict == strict and not r.agrees]
+
+
 def fleet_facts(rows: list[table.Row], tests: list[links.Test]) -> Facts:
     """What the fleet rules read: odd facts (strict and advisory), slow nodes or links, hangs and failures."""
-    hung = [t.name for t in tests if t.hang]
-    failed = [f"{t.name}: {t.error}" for t in tests if t.error and not t.hang]
     return {
         "fleet.nodes": len(rows[0].values) if rows else None,
-        "fleet.odd": [table.describe(r) for r in rows if r.strict and not r.agrees],
-        "fleet.odd_minor": [table.describe(r) for r in rows if not r.strict and not r.agrees],
+        "fleet.odd": _odd(rows, strict=True),
+        "fleet.odd_minor": _odd(rows, strict=False),
         "fleet.slow": links.findings_lines(tests),
-        "fleet.hang": hung,
-        "fleet.error": failed,
+        "fleet.hang": [t.name for t in tests if t.hang],
+        "fleet.error": [f"{t.name}: {t.error}" for t in tests if t.error and not t.hang],
     }
 
 
+def _health(nodes: Mapping[str, Facts], scope: str, plan_device: str | None) -> dict[str, list[Finding]]:
+    """Every rule on each node's facts. As `check --scope train` does: a training check is about a GPU run unless
+    --device or a node's facts say otherwise; --device wins over what a saved report planned."""
+    plan = plan_device or ("cuda" if scope == "train" else None)
+    return {node: run_rules({**facts, "plan.device": plan_device or facts.get("plan.device") or plan,
+                             "plan.fleet": len(nodes) > 1}, scope=scope)
+            for node, facts in nodes.items()}
+
+
 def judge(nodes: Mapping[str, Facts], ranks: Mapping[str, int] | None = None, tests: list[links.Test] | None = None,
-          scope: str = "all", source: str = "live", log: str = "") -> FleetResult:
+          scope: str = "all", source: str = "live", log: str = "", plan_device: str | None = None) -> FleetResult:
+    """The verdict over the nodes. `plan_device` (--device): the device the job trains on, which each node's
+    health check judges for, as `check --device` does; every node is marked part of a job of several nodes."""
     ranks = dict(ranks or {n: 1 for n in nodes})
     tests = list(tests or [])
     for t in tests:
         links.expect(t, nodes, ranks)
     links.judge(tests)
     rows = table.build(nodes)
-    # as `check --scope train` does: a training check is about a GPU run unless a node's facts say otherwise
-    plan = "cuda" if scope == "train" else None
-    health = {node: run_rules({**facts, "plan.device": facts.get("plan.device") or plan}, scope=scope)
-              for node, facts in nodes.items()}
+    health = _health(nodes, scope, plan_device)
     facts = fleet_facts(rows, tests)
     findings = run_rules(facts, scope=scope)
     if log and (facts["fleet.hang"] or facts["fleet.error"]):

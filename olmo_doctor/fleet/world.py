@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from olmo_doctor.errors import UsageError
 
-LAUNCH_HINT = "run it under torchrun or srun, e.g. torchrun --nnodes N --nproc-per-node G -m olmo_doctor check --fleet"
+LAUNCH_HINT = ("run it under torchrun or srun, e.g. PYTHONSAFEPATH=1 torchrun --nnodes N --nproc-per-node G "
+               "-m olmo_doctor check --fleet")
 
 
 @dataclass(frozen=True)
@@ -55,24 +56,36 @@ def node_name(env: Mapping[str, str], rank: int, local_rank: int) -> str:
     return safe_node_name(raw)
 
 
+def _srun_rendezvous(env: Mapping[str, str], rank: int, world: int, local: int) -> None:
+    """Under srun, torch's rendezvous variables from SLURM's (MASTER_ADDR: the job's first node)."""
+    host = env.get("MASTER_ADDR") or first_host(env.get("SLURM_JOB_NODELIST", ""))
+    if not host:
+        raise UsageError("set MASTER_ADDR to the first node of the job "
+                         "(MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1))")
+    os.environ.update({"MASTER_ADDR": host, "MASTER_PORT": env.get("MASTER_PORT", "29500"),
+                       "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(local)})
+
+
+# (rank, world size, local rank) variables of each launcher: torchrun's, then srun's
+_LAUNCHERS = (("RANK", "WORLD_SIZE", "LOCAL_RANK"), ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"))
+
+
+def _ranks(env: Mapping[str, str]) -> tuple[int, int, int]:
+    """(rank, world size, local rank) as the launcher set them; UsageError outside a launcher."""
+    for rank_key, world_key, local_key in _LAUNCHERS:
+        if rank_key in env and world_key in env:
+            rank, world = _int(env, rank_key), _int(env, world_key)
+            local = _int(env, local_key) if local_key in env else 0
+            if rank_key == "SLURM_PROCID" and env is os.environ:
+                _srun_rendezvous(env, rank, world, local)
+            return rank, world, local
+    raise UsageError(f"check --fleet needs a launcher: {LAUNCH_HINT}")
+
+
 def place(env: Mapping[str, str] | None = None) -> Place:
     """This process's place in the job; sets the rendezvous variables for srun. UsageError outside a launcher."""
     env = os.environ if env is None else env
-    if "RANK" in env and "WORLD_SIZE" in env:
-        rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
-        local = _int(env, "LOCAL_RANK") if "LOCAL_RANK" in env else 0
-    elif "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
-        rank, world = _int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS")
-        local = _int(env, "SLURM_LOCALID") if "SLURM_LOCALID" in env else 0
-        if env is os.environ:
-            host = env.get("MASTER_ADDR") or first_host(env.get("SLURM_JOB_NODELIST", ""))
-            if not host:
-                raise UsageError("set MASTER_ADDR to the first node of the job "
-                                 "(MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1))")
-            os.environ.update({"MASTER_ADDR": host, "MASTER_PORT": env.get("MASTER_PORT", "29500"),
-                               "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(local)})
-    else:
-        raise UsageError(f"check --fleet needs a launcher: {LAUNCH_HINT}")
+    rank, world, local = _ranks(env)
     if world < 1 or rank >= world:
         raise UsageError(f"rank {rank} does not fit a world of {world}; {LAUNCH_HINT}")
     if "MASTER_ADDR" not in env or "MASTER_PORT" not in env:

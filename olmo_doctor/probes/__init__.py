@@ -6,15 +6,17 @@ and returns flat dotted facts; a missing tool gives None, never an exception.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from olmo_doctor.facts import Facts, clean, merge
 from olmo_doctor.run import Runner, run
 
 
-def collect(runner: Runner = run, deep: bool = False, import_torch: bool = True) -> Facts:
-    """All facts about this machine. `deep` adds slower checks (a real nvcc compile)."""
+def collect(runner: Runner = run, deep: bool = False, import_torch: bool = True,
+            skip_kernels: Iterable[str] = ()) -> Facts:
+    """All facts about this machine. `deep` adds slower checks (a real nvcc compile); `skip_kernels` are kernels
+    (torch_probe.KERNELS keys) whose import the torch worker is not asked about (build-kernels replacing them)."""
     from olmo_doctor.probes import (
         compiler,
         cuda,
@@ -23,7 +25,10 @@ def collect(runner: Runner = run, deep: bool = False, import_torch: bool = True)
         gpu_health,
         infiniband,
         libc,
+        network,
+        paths,
         python_env,
+        search_paths,
         system,
         torch_probe,
         xid,
@@ -36,11 +41,14 @@ def collect(runner: Runner = run, deep: bool = False, import_torch: bool = True)
         libc.probe,
         system.probe,
         lambda: python_env.probe(runner),
-        lambda: torch_probe.probe(import_torch),
+        lambda: torch_probe.probe(import_torch, skip_kernels=frozenset(skip_kernels)),
         env_vars.probe,
+        search_paths.probe,
         lambda: gpu_health.probe(runner),
         infiniband.probe,
         xid.probe,
+        network.probe,
+        paths.probe,
     ]
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         parts = list(pool.map(_safe, jobs))

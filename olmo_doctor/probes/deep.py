@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from olmo_doctor import tables
+from olmo_doctor.compat.nvcc import cc_to_sm
 from olmo_doctor.facts import Facts, gpu_indices
 from olmo_doctor.run import Runner
 
@@ -18,7 +18,7 @@ SOURCE = "#include <cuda_runtime.h>\n__global__ void k(float* x) { x[threadIdx.x
 
 
 def arch_flags(facts: Facts) -> list[str]:
-    sms = sorted({sm for i in gpu_indices(facts) if (sm := tables.cc_to_sm(facts.get(f"gpu.{i}.compute_capability")))})
+    sms = sorted({sm for i in gpu_indices(facts) if (sm := cc_to_sm(facts.get(f"gpu.{i}.compute_capability")))})
     return [f"-gencode=arch=compute_{sm},code=sm_{sm}" for sm in sms]
 
 
@@ -35,5 +35,10 @@ def probe(facts: Facts, run: Runner) -> Facts:
         out = run(argv)
     if out.ok:
         return {"deep.nvcc_compile_ok": True, "deep.nvcc_compile_error": None}
-    lines = [ln for ln in (out.stderr + out.stdout).splitlines() if "error" in ln.lower()] or [out.stderr.strip()]
-    return {"deep.nvcc_compile_ok": False, "deep.nvcc_compile_error": (lines[0] if lines else "nvcc failed")[:300]}
+    return {"deep.nvcc_compile_ok": False, "deep.nvcc_compile_error": _first_error(out.stderr, out.stdout)}
+
+
+def _first_error(stderr: str, stdout: str) -> str:
+    """nvcc's first error line, else its stderr."""
+    lines = [ln for ln in (stderr + stdout).splitlines() if "error" in ln.lower()] or [stderr.strip()]
+    return (lines[0] if lines else "nvcc failed")[:300]

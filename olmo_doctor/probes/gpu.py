@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
+from olmo_doctor.compat.gpus import name_to_cc
 from olmo_doctor.facts import Facts
-from olmo_doctor.gpus import name_to_cc
 from olmo_doctor.run import Result, Runner
 
 SMI_QUERY = [
@@ -22,6 +23,22 @@ def _cuda_version_from_int(v: int) -> str:
     return f"{v // 1000}.{(v % 1000) // 10}"
 
 
+def _text(value: Any) -> Any:
+    """NVML answers bytes in older bindings, str in newer ones."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _nvml_gpu(pynvml: Any, i: int) -> Facts:
+    """GPU i's name, compute capability, memory and PCI bus id from NVML."""
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+    name = pynvml.nvmlDeviceGetName(h)
+    major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+    mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+    pci = pynvml.nvmlDeviceGetPciInfo(h)
+    return {f"gpu.{i}.name": _text(name), f"gpu.{i}.compute_capability": f"{major}.{minor}",
+            f"gpu.{i}.memory_gb": round(int(mem.total) / 1e9, 1), f"gpu.{i}.pci_bus_id": _text(pci.busId)}
+
+
 def probe_nvml() -> Facts | None:
     """Facts from NVML, or None when the library or driver is absent."""
     try:
@@ -35,21 +52,12 @@ def probe_nvml() -> Facts | None:
     try:
         facts: Facts = {"gpu.source": "pynvml"}
         drv = pynvml.nvmlSystemGetDriverVersion()
-        facts["driver.version"] = drv.decode() if isinstance(drv, bytes) else drv
+        facts["driver.version"] = _text(drv)
         facts["driver.cuda_version"] = _cuda_version_from_int(pynvml.nvmlSystemGetCudaDriverVersion())
         count = pynvml.nvmlDeviceGetCount()
         facts["gpu.count"] = count
         for i in range(count):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(h)
-            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
-            pci = pynvml.nvmlDeviceGetPciInfo(h)
-            bus = pci.busId.decode() if isinstance(pci.busId, bytes) else pci.busId
-            facts[f"gpu.{i}.name"] = name.decode() if isinstance(name, bytes) else name
-            facts[f"gpu.{i}.compute_capability"] = f"{major}.{minor}"
-            facts[f"gpu.{i}.memory_gb"] = round(int(mem.total) / 1e9, 1)
-            facts[f"gpu.{i}.pci_bus_id"] = bus
+            facts.update(_nvml_gpu(pynvml, i))
         return facts
     except Exception:
         return None
@@ -60,7 +68,8 @@ def probe_nvml() -> Facts | None:
             pass
 
 
-def probe_smi(run: Runner) -> Facts | None:
+def _smi_rows(run: Runner) -> list[str] | None:
+    """nvidia-smi's rows: name, compute capability, memory MiB, bus id, driver; None when it does not answer."""
     out = run(SMI_QUERY)
     if not out.ok:
         # drivers before ~510 do not know the compute_cap field and refuse the whole query: ask without it and
@@ -70,22 +79,36 @@ def probe_smi(run: Runner) -> Facts | None:
             return None
         split = (r.split(",", 1) for r in older.stdout.splitlines() if r.strip())
         out = Result(ok=True, stdout="\n".join(f"{s[0]}, ,{s[1] if len(s) > 1 else ''}" for s in split))
-    facts: Facts = {"gpu.source": "nvidia-smi"}
-    rows = [r for r in out.stdout.strip().splitlines() if r.strip()]
-    facts["gpu.count"] = len(rows)
+    return [r for r in out.stdout.strip().splitlines() if r.strip()]
+
+
+def _memory_gb(mem_mib: str) -> float | None:
+    try:
+        return round(float(mem_mib) * 1048576 / 1e9, 1)
+    except ValueError:
+        return None
+
+
+def _gpu_row(facts: Facts, i: int, row: str) -> None:
+    """GPU i's facts from its nvidia-smi row (a short row is skipped)."""
+    cols = [c.strip() for c in row.split(",")]
+    if len(cols) < 5:
+        return
+    name, cc, mem_mib, bus, drv = cols[:5]
+    facts[f"gpu.{i}.name"] = name
+    facts[f"gpu.{i}.compute_capability"] = cc if re.match(r"^\d+\.\d+$", cc) else name_to_cc(name)
+    facts[f"gpu.{i}.memory_gb"] = _memory_gb(mem_mib)
+    facts[f"gpu.{i}.pci_bus_id"] = bus
+    facts["driver.version"] = drv
+
+
+def probe_smi(run: Runner) -> Facts | None:
+    rows = _smi_rows(run)
+    if rows is None:
+        return None
+    facts: Facts = {"gpu.source": "nvidia-smi", "gpu.count": len(rows)}
     for i, row in enumerate(rows):
-        cols = [c.strip() for c in row.split(",")]
-        if len(cols) < 5:
-            continue
-        name, cc, mem_mib, bus, drv = cols[:5]
-        facts[f"gpu.{i}.name"] = name
-        facts[f"gpu.{i}.compute_capability"] = cc if re.match(r"^\d+\.\d+$", cc) else name_to_cc(name)
-        try:
-            facts[f"gpu.{i}.memory_gb"] = round(float(mem_mib) * 1048576 / 1e9, 1)
-        except ValueError:
-            facts[f"gpu.{i}.memory_gb"] = None
-        facts[f"gpu.{i}.pci_bus_id"] = bus
-        facts["driver.version"] = drv
+        _gpu_row(facts, i, row)
     head = run(["nvidia-smi"])
     m = re.search(r"CUDA Version:\s*([\d.]+)", head.stdout) if head.ok else None
     facts["driver.cuda_version"] = m.group(1) if m else None

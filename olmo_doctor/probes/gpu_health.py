@@ -10,10 +10,10 @@ Ampere) leaves that fact None and the rules that need it quiet.
 from __future__ import annotations
 
 import re
-import shutil
 from typing import Any
 
 from olmo_doctor.facts import Facts
+from olmo_doctor.isolation import which
 from olmo_doctor.probes.gpu import driver_present
 from olmo_doctor.run import Runner
 
@@ -44,40 +44,69 @@ def _try(fn: Any, *args: Any) -> Any:
         return None
 
 
-def _gpu_nvml(nv: Any, h: Any, i: int) -> Facts:
-    p = f"gpu.{i}."
+def _ecc(nv: Any, h: Any, p: str) -> Facts:
+    """Uncorrected ECC errors since the driver loaded and over the GPU's life; pages retired for them."""
     unc = getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
     ecc = nv.nvmlDeviceGetTotalEccErrors
-    f: Facts = {
+    pages = _try(nv.nvmlDeviceGetRetiredPages, h, getattr(nv, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1))
+    pending = _try(nv.nvmlDeviceGetRetiredPagesPendingStatus, h)
+    return {
         p + "ecc.volatile_uncorrected": _try(ecc, h, unc, getattr(nv, "NVML_VOLATILE_ECC", 0)),
         p + "ecc.aggregate_uncorrected": _try(ecc, h, unc, getattr(nv, "NVML_AGGREGATE_ECC", 1)),
+        p + "retired_pages.double_bit": len(pages) if isinstance(pages, (list, tuple)) else None,
+        p + "retired_pages.pending": bool(pending) if pending is not None else None,
     }
-    pages = _try(nv.nvmlDeviceGetRetiredPages, h, getattr(nv, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1))
-    f[p + "retired_pages.double_bit"] = len(pages) if isinstance(pages, (list, tuple)) else None
-    pending = _try(nv.nvmlDeviceGetRetiredPagesPendingStatus, h)
-    f[p + "retired_pages.pending"] = bool(pending) if pending is not None else None
+
+
+def _remapped(nv: Any, h: Any, p: str) -> Facts:
     rows = _try(nv.nvmlDeviceGetRemappedRows, h)  # (correctable, uncorrectable, pending, failure), Ampere+
-    if isinstance(rows, (list, tuple)) and len(rows) >= 4:
-        f[p + "remapped_rows.uncorrectable"] = int(rows[1])
-        f[p + "remapped_rows.pending"] = bool(rows[2])
-        f[p + "remapped_rows.failed"] = bool(rows[3])
+    if not (isinstance(rows, (list, tuple)) and len(rows) >= 4):
+        return {}
+    return {p + "remapped_rows.uncorrectable": int(rows[1]), p + "remapped_rows.pending": bool(rows[2]),
+            p + "remapped_rows.failed": bool(rows[3])}
+
+
+def _clocks(nv: Any, h: Any, p: str) -> Facts:
+    """Why the clocks are held back, and the temperature against the slowdown threshold."""
     reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
         nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
     mask = _try(reasons, h) if reasons else None
-    f[p + "throttle_reasons"] = throttle_names(int(mask)) if isinstance(mask, int) else None
-    f[p + "temperature_c"] = _try(nv.nvmlDeviceGetTemperature, h, getattr(nv, "NVML_TEMPERATURE_GPU", 0))
-    f[p + "temperature_slowdown_c"] = _try(
-        nv.nvmlDeviceGetTemperatureThreshold, h, getattr(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1))
-    for key, fn in (("power_w", "nvmlDeviceGetPowerUsage"), ("power_limit_w", "nvmlDeviceGetEnforcedPowerLimit"),
-                    ("power_default_limit_w", "nvmlDeviceGetPowerManagementDefaultLimit")):
+    return {
+        p + "throttle_reasons": throttle_names(int(mask)) if isinstance(mask, int) else None,
+        p + "temperature_c": _try(nv.nvmlDeviceGetTemperature, h, getattr(nv, "NVML_TEMPERATURE_GPU", 0)),
+        p + "temperature_slowdown_c": _try(
+            nv.nvmlDeviceGetTemperatureThreshold, h, getattr(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1)),
+    }
+
+
+_POWER = (("power_w", "nvmlDeviceGetPowerUsage"), ("power_limit_w", "nvmlDeviceGetEnforcedPowerLimit"),
+          ("power_default_limit_w", "nvmlDeviceGetPowerManagementDefaultLimit"))
+
+
+def _power(nv: Any, h: Any, p: str) -> Facts:
+    """Power drawn and its limits, in watts (NVML answers in milliwatts)."""
+    f: Facts = {}
+    for key, fn in _POWER:
         mw = _try(getattr(nv, fn, None), h) if hasattr(nv, fn) else None
         f[p + key] = round(mw / 1000, 1) if isinstance(mw, (int, float)) else None
-    f[p + "pcie.gen"] = _try(nv.nvmlDeviceGetCurrPcieLinkGeneration, h)
-    f[p + "pcie.gen_max"] = _try(nv.nvmlDeviceGetMaxPcieLinkGeneration, h)
+    return f
+
+
+def _pcie(nv: Any, h: Any, p: str) -> Facts:
     gpu_max = getattr(nv, "nvmlDeviceGetGpuMaxPcieLinkGeneration", None)
-    f[p + "pcie.gen_gpu_max"] = _try(gpu_max, h) if gpu_max else None
-    f[p + "pcie.width"] = _try(nv.nvmlDeviceGetCurrPcieLinkWidth, h)
-    f[p + "pcie.width_max"] = _try(nv.nvmlDeviceGetMaxPcieLinkWidth, h)
+    return {
+        p + "pcie.gen": _try(nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
+        p + "pcie.gen_max": _try(nv.nvmlDeviceGetMaxPcieLinkGeneration, h),
+        p + "pcie.gen_gpu_max": _try(gpu_max, h) if gpu_max else None,
+        p + "pcie.width": _try(nv.nvmlDeviceGetCurrPcieLinkWidth, h),
+        p + "pcie.width_max": _try(nv.nvmlDeviceGetMaxPcieLinkWidth, h),
+    }
+
+
+def _gpu_nvml(nv: Any, h: Any, i: int) -> Facts:
+    f: Facts = {}
+    for part in (_ecc, _remapped, _clocks, _power, _pcie):
+        f.update(part(nv, h, f"gpu.{i}."))
     f.update(_nvlinks(nv, h, i))
     return f
 
@@ -159,17 +188,22 @@ def smi_health(run: Runner) -> Facts | None:
     facts: Facts = {"gpu.health_source": "nvidia-smi"}
     for i, row in enumerate(r for r in out.stdout.splitlines() if r.strip()):
         cols = row.split(",")
-        if len(cols) != len(SMI_FIELDS) + 1:
-            continue
-        for (_, key, kind), text in zip(SMI_FIELDS, cols, strict=False):
-            facts[f"gpu.{i}.{key}"] = _smi_value(text, kind)
-        m = re.fullmatch(r"\s*0x([0-9a-fA-F]+)\s*", cols[-1])
-        facts[f"gpu.{i}.throttle_reasons"] = throttle_names(int(m.group(1), 16)) if m else None
+        if len(cols) == len(SMI_FIELDS) + 1:
+            facts.update(_smi_row(i, cols))
+    return facts
+
+
+def _smi_row(i: int, cols: list[str]) -> Facts:
+    """GPU i's health facts from its row: the SMI_FIELDS, then the throttle reasons bit mask."""
+    facts: Facts = {f"gpu.{i}.{key}": _smi_value(text, kind)
+                    for (_, key, kind), text in zip(SMI_FIELDS, cols, strict=False)}
+    m = re.fullmatch(r"\s*0x([0-9a-fA-F]+)\s*", cols[-1])
+    facts[f"gpu.{i}.throttle_reasons"] = throttle_names(int(m.group(1), 16)) if m else None
     return facts
 
 
 def probe(run: Runner, use_nvml: bool = True) -> Facts:
-    if not driver_present() and shutil.which("nvidia-smi") is None:
+    if not driver_present() and which("nvidia-smi") is None:
         return {}  # a CPU machine: nothing to ask, and no time spent asking
     facts = None
     if use_nvml:

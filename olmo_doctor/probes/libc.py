@@ -7,8 +7,9 @@ import ctypes
 import os
 import re
 
+from olmo_common.bounded.files import read_bytes, read_text
+from olmo_doctor.compat.versions import version_key
 from olmo_doctor.facts import Facts
-from olmo_doctor.versions import version_key
 
 GLIBCXX = re.compile(rb"GLIBCXX_(3\.4(?:\.\d+)?)\x00")
 
@@ -25,10 +26,9 @@ def loaded_libstdcxx() -> str | None:
     """Load libstdc++.so.6 the way an extension would and read back which file the loader picked."""
     try:
         ctypes.CDLL("libstdc++.so.6")
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                if "libstdc++.so" in line:
-                    return line.split()[-1]
+        for line in read_text("/proc/self/maps", "system file", errors="replace").splitlines():
+            if "libstdc++.so" in line:
+                return line.split()[-1]
     except OSError:
         return None
     return None
@@ -36,8 +36,7 @@ def loaded_libstdcxx() -> str | None:
 
 def glibcxx_max(path: str) -> str | None:
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_bytes(path, "library")
     except OSError:
         return None
     versions = {m.decode() for m in GLIBCXX.findall(data)}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -12,10 +11,11 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from olmo_common.bounded.files import read_bytes
 from olmo_doctor.facts import Facts
+from olmo_doctor.isolation import which
 from olmo_doctor.probes import dists
-from olmo_doctor.probes.requirements import unmet_requirements
-from olmo_doctor.resources import read_cache, user_cache_dir, write_cache
+from olmo_doctor.probes.requirements import cached_for_site, unmet_requirements
 from olmo_doctor.run import Runner
 
 DISTS = {"pip": "pip", "setuptools": "setuptools", "wheel": "wheel", "packaging": "packaging"}
@@ -29,25 +29,10 @@ def invalid_versions() -> list[str]:
 
     Scanning every installed distribution costs ~10 ms, so the answer is cached until a sys.path folder changes
     (installing or removing a package changes its site-packages folder's mtime)."""
-    site_dirs = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-    stamp = hashlib.sha256("\0".join(f"{p}:{_mtime(p)}" for p in site_dirs).encode()).hexdigest()[:16]
-    cache = user_cache_dir() / "invalid-versions" / f"{stamp}.json"
-    cached = read_cache(cache)
-    if isinstance(cached, list):
-        return [str(x) for x in cached]
-    bad = _scan_invalid_versions()
-    write_cache(cache, bad)
-    return bad
+    return cached_for_site("invalid-versions", _scan_invalid_versions)
 
 
-def _mtime(path: str) -> float:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return 0.0
-
-
-def _scan_invalid_versions() -> list[str]:
+def _scan_invalid_versions(_site_dirs: list[str]) -> list[str]:
     from importlib import metadata
 
     bad = []
@@ -60,30 +45,74 @@ def _scan_invalid_versions() -> list[str]:
     return sorted(set(bad))
 
 
+def olmo_owners() -> list[str]:
+    """Installed distributions other than this project whose RECORD lists files of a top-level `olmo` package
+    (ai2-olmo and any other): pip installs them into the same folder as ours without a word. Cached until a
+    site-packages folder changes, like invalid_versions."""
+    return cached_for_site("olmo-owners", _olmo_owners)
+
+
+def _olmo_owners(site_dirs: list[str]) -> list[str]:
+    return sorted({name for folder in site_dirs for name in _olmo_records(folder) if name != "olmo-doctor"})
+
+
+def _olmo_records(folder: str) -> list[str]:
+    """Names of the distributions in `folder` whose RECORD lists a file under olmo/."""
+    try:
+        infos = [e for e in os.listdir(folder) if e.endswith(".dist-info")]
+    except OSError:
+        return []
+    out = []
+    for info in infos:
+        try:
+            record = read_bytes(Path(folder, info, "RECORD"), "package metadata")
+        except OSError:
+            continue
+        if record.startswith(b"olmo/") or b"\nolmo/" in record:
+            out.append(info[: -len(".dist-info")].rsplit("-", 1)[0].replace("_", "-").lower())
+    return out
+
+
 def olmo_origin() -> str | None:
-    """Which distribution provides `olmo`: this project, ai2-olmo (same module name), or None."""
+    """Which distribution provides `olmo`: this project, ai2-olmo (same module name), or None. Another
+    distribution that installed files into our `olmo/` folder counts too: its files replaced ours."""
     spec = find_spec("olmo")
     if spec is None or spec.origin is None:
         return None
     origin = Path(spec.origin).resolve()
     mine = Path(__file__).resolve().parents[2] / "olmo"
     if origin.parent == mine:
-        return "olmo-doctor"
-    for dist_name in ("ai2-olmo", "olmo"):
-        from importlib import metadata
+        owners = [o for o in olmo_owners() if _installed_here(o, mine.parent)]
+        return owners[0] if owners else "olmo-doctor"
+    return _providing_dist() or str(origin.parent)
 
+
+def _providing_dist() -> str | None:
+    """The known distribution (ai2-olmo, or one named olmo) whose files include a top-level olmo/, if any."""
+    from importlib import metadata
+
+    for dist_name in ("ai2-olmo", "olmo"):
         try:
             files = metadata.files(dist_name) or []
         except metadata.PackageNotFoundError:
             continue
         if any(str(f).startswith("olmo/") for f in files):
             return dist_name
-    return str(origin.parent)
+    return None
+
+
+def _installed_here(dist: str, folder: Path) -> bool:
+    """Whether `dist`'s dist-info sits in `folder` (so its olmo/ files are the ones next to ours)."""
+    norm = dist.replace("-", "_").lower()
+    try:
+        return any(e.lower().startswith(norm + "-") and e.endswith(".dist-info") for e in os.listdir(folder))
+    except OSError:
+        return False
 
 
 def ninja(run: Runner) -> Facts:
     # torch.utils.cpp_extension runs `ninja --version` from PATH; the pip package puts it in the venv's bin
-    path = shutil.which("ninja") or shutil.which("ninja", path=os.path.dirname(sys.executable))
+    path = which("ninja") or shutil.which("ninja", path=os.path.dirname(sys.executable))
     if not path:
         return {"ninja.path": None, "ninja.version": None}
     out = run([path, "--version"])

@@ -1,4 +1,4 @@
-"""Machine facts: memory and CPUs (cgroup-aware), ulimits, /dev/shm, free disk, OS, WSL, containers, conda."""
+"""Machine facts: memory and CPUs (cgroup-aware), resource limits, /dev/shm, free disk, OS, WSL, containers, conda."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from olmo_common.bounded.files import read_text
 from olmo_doctor.facts import Facts
 from olmo_doctor.probes import cgroup
 
@@ -24,7 +25,8 @@ def _meminfo() -> tuple[int, int] | None:
     """(MemTotal, MemAvailable) in bytes from /proc/meminfo: exactly what psutil.virtual_memory() reads on
     Linux, without psutil's ~25 ms import on a command that must answer in a fraction of a second."""
     try:
-        fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
+        lines = read_text("/proc/meminfo", "system file", errors="replace").splitlines()
+        fields = dict(line.split(":", 1) for line in lines if ":" in line)
         return int(fields["MemTotal"].split()[0]) * 1024, int(fields["MemAvailable"].split()[0]) * 1024
     except (OSError, KeyError, ValueError, IndexError):
         return None
@@ -49,15 +51,22 @@ def memory() -> Facts:
     }
 
 
+# ulimit.<name>.soft/hard facts: the limits a training run or a kernel build can hit (ulimit -n, -l, -v, -d, -f,
+# -t, -u, -s); -1 is unlimited
+LIMITS = {"nofile": "RLIMIT_NOFILE", "memlock": "RLIMIT_MEMLOCK", "as": "RLIMIT_AS", "data": "RLIMIT_DATA",
+          "fsize": "RLIMIT_FSIZE", "cpu": "RLIMIT_CPU", "nproc": "RLIMIT_NPROC", "stack": "RLIMIT_STACK"}
+
+
 def limits() -> Facts:
-    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
-    memlock = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    return {
-        "ulimit.nofile.soft": _limit(nofile[0]),
-        "ulimit.nofile.hard": _limit(nofile[1]),
-        "ulimit.memlock.soft": _limit(memlock[0]),
-        "ulimit.memlock.hard": _limit(memlock[1]),
-    }
+    facts: Facts = {}
+    for name, constant in LIMITS.items():
+        try:
+            soft, hard = resource.getrlimit(getattr(resource, constant))
+        except (AttributeError, ValueError, OSError):  # a limit this platform does not have
+            continue
+        facts[f"ulimit.{name}.soft"], facts[f"ulimit.{name}.hard"] = _limit(soft), _limit(hard)
+    facts["user.is_root"] = os.geteuid() == 0  # root is exempt from the process limit (ulimit -u)
+    return facts
 
 
 def _free_gb(path: str) -> float | None:
@@ -89,7 +98,7 @@ def disks() -> Facts:
 
 def _os_name() -> str | None:
     try:
-        for line in Path("/etc/os-release").read_text().splitlines():
+        for line in read_text("/etc/os-release", "system file", errors="replace").splitlines():
             if line.startswith("PRETTY_NAME="):
                 return line.split("=", 1)[1].strip().strip('"')
     except OSError:
@@ -98,27 +107,32 @@ def _os_name() -> str | None:
 
 
 def container() -> str | bool:
-    if os.path.exists("/.dockerenv"):
-        return "docker"
-    if os.path.exists("/run/.containerenv"):
-        return "podman"
+    marked = next((name for path, name in _MARKER_FILES if os.path.exists(path)), None)
+    if marked:
+        return marked
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         return "kubernetes"
+    text = _pid1_cgroup()
+    in_cgroup = next((name for needle, name in _CGROUP_RUNTIMES if needle in text), None)
+    return in_cgroup or os.environ.get("container") or False  # noqa: SIM112 - systemd-nspawn and lxc set `container`
+
+
+# files a container runtime leaves at the root, and what PID 1's cgroup path names
+_MARKER_FILES = (("/.dockerenv", "docker"), ("/run/.containerenv", "podman"))
+_CGROUP_RUNTIMES = (("kubepods", "kubernetes"), ("docker", "docker"), ("lxc", "lxc"), ("containerd", "containerd"))
+
+
+def _pid1_cgroup() -> str:
     try:
-        text = Path("/proc/1/cgroup").read_text()
+        return read_text("/proc/1/cgroup", "system file", errors="replace")
     except OSError:
-        text = ""
-    runtimes = (("kubepods", "kubernetes"), ("docker", "docker"), ("lxc", "lxc"), ("containerd", "containerd"))
-    for needle, name in runtimes:
-        if needle in text:
-            return name
-    return os.environ.get("container") or False  # noqa: SIM112 - systemd-nspawn and lxc set lowercase `container`
+        return ""
 
 
 def os_facts() -> Facts:
     release = platform.release()
     try:
-        wsl = "microsoft" in Path("/proc/sys/kernel/osrelease").read_text().lower()
+        wsl = "microsoft" in read_text("/proc/sys/kernel/osrelease", "system file", errors="replace").lower()
     except OSError:
         wsl = "microsoft" in release.lower()
     return {

@@ -1,200 +1,213 @@
-"""Facts from a few hand-written lines rather than a whole report: `PyTorch version: 2.5.1+cu124`,
-`torch 2.4.0+cu121, CUDA 12.1, driver 535.104, RTX 4090`, the `nvidia-smi` header or its GPU rows, `nvidia-smi -L`,
-`torch.version.cuda: 12.1`, `gcc --version`'s first line, "cuDNN 9.1", "on WSL2", `flash-attn==2.7.4` lines.
+"""Facts from text as people paste it into an issue: prose ("I'm using GCC 14 and CUDA 12.8"), tool outputs (`nvcc
+-V`, `nvidia-smi`, `gcc --version`, `ldd --version`, `ds_report`, `transformers env`, torch's own warnings), package
+lists (`pip list`, `pip freeze`, `conda list`, `uv pip list`), Python printouts and REPL sessions, wheel file names.
 
-People paste what they have at hand. Each value found here is a partial fact; what the text does not state stays
-unknown, so rules that need it stay quiet. Only a value named next to what it is counts ("torch 2.4.0", "driver
-535.104"); a bare "CUDA 12.1" says neither whose CUDA it is (torch's, the toolkit's, the driver's) and is left out,
-as collect_env.py does. Values are handed to the collect_env parser as the lines it reads, so a GPU count or a
-driver version means the same here as in a full report.
+Three readers look at the unwrapped lines (paste.py): tool signatures first (signatures.py: a tool's output says
+whose value each number is, so those lines are not read again), Python printouts (printouts.py), then the
+vocabulary-driven mention reader on everything else (mentions.py). GPUs come from gpu_names.py. Each reader gives
+Observations with their line; observe.resolve keeps a value seen once or several times alike and leaves a fact
+stated twice with different values unknown (two machines, two attempts, a "vs").
 
-A paste often holds more than one machine or attempt ("torch 2.1 vs 2.4", "works on A100, fails on my 3090"), an
-install command or a resolver error naming a version that is not installed, or a compiler list of what torch was
-built with. A fact stated twice with different values stays unknown, and those lines are not read: a wrong fact
-makes rules fire wrongly, a missing one only keeps them quiet.
+Lines that name a version someone wants rather than one installed are not read as facts: install commands,
+pip's resolver errors, requirement lines, and the compiler list of `torch.__config__.show()` ("PyTorch built with:
+- GCC 9.3"). What the text does not state stays unknown, so rules that need it stay quiet and say so.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
+from dataclasses import dataclass, field
 
-from olmo_doctor import tables
 from olmo_doctor.facts import Facts
-from olmo_doctor.reports import collect_env, packages, paste
+from olmo_doctor.reports import accept, forms, gpu_names, mentions, packages, paste, printouts, signatures
+from olmo_doctor.reports.observe import Observation, Source, Sources, resolve
+from olmo_doctor.reports.vocabulary import NAMES
 
-# "torch 2.4.0+cu121", "PyTorch version: 2.5.1", "torch==2.3.1", "pytorch=2.2.0" (conda), "torch2.1"; not a path
-# ("torch/nn", "python3.10/site-packages") and not another package ("torchvision 0.19", "pytorch3d")
-# (not "CUDA used to build PyTorch: 12.1": that is torch's CUDA, read by _TORCH_CUDA)
-_TORCH = re.compile(r"(?<![\w/.-])(?<!build )(?:py)?torch(?:\.__version__|\s+version)?\s{0,4}(?:==|=|:)?\s{0,4}"
-                    r"['\"`]?v?(\d{1,2}\.\d{1,3}(?:\.\d{1,4})?(?:[.+-]?[A-Za-z][\w.+]{0,40})?)(?![\w.-]*/)", re.I)
-# "torch.version.cuda: 12.1" (what people print to answer "which CUDA is your torch built for")
-_TORCH_CUDA = re.compile(r"(?<![\w/.-])(?:torch\.version\.cuda|CUDA used to build PyTorch)\s{0,4}(?:==|=|:)?\s{0,4}"
-                         r"['\"`]?(\d{1,2}\.\d{1,2})\b", re.I)
-_CUDNN = re.compile(r"(?<![\w/.-])cudnn(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}v?(\d{1,2}(?:\.\d{1,2}){1,2})\b", re.I)
-# "on WSL2", not a path ("/mnt/wsl2-data") and not a denial ("not WSL2", "no WSL2", "non-WSL2")
-_WSL = re.compile(r"(?<![\w/.-])(?<!\bnot )(?<!\bno )(?<!\bnon-)(?<!\bnot on )(?<!\bnot in )WSL ?2(?![\w/.-])", re.I)
-_PYTHON = re.compile(r"(?<![\w/.-])python(?:\s+version)?\s{0,4}(?:==|=|:)?\s{0,4}v?(\d\.\d{1,2}(?:\.\d{1,3})?)\b"
-                     r"(?![\w.-]*/)", re.I)
-_DRIVER = re.compile(r"(?<![\w/.-])(?:nvidia\s+)?driver(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}v?"
-                     r"(\d{3}\.\d{1,3}(?:\.\d{1,3})?)\b", re.I)
-_SMI = re.compile(r"NVIDIA-SMI\s{1,40}(\d{3}\.\d{1,3}(?:\.\d{1,3})?)\b")
-_SMI_CUDA = re.compile(r"CUDA Version:\s{0,8}(\d{1,2}\.\d{1,2})\b")
-# "nvcc 12.4", "Cuda compilation tools, release 12.4, V12.4.131": the toolkit, named as such
-_NVCC = re.compile(r"(?<![\w/.-])nvcc(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}v?(\d{1,2}\.\d{1,2})\b"
-                   r"|Cuda compilation tools, release (\d{1,2}\.\d{1,2})", re.I)
-# "gcc 11.4", "g++ version: 13.2.0", `gcc --version`'s "gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0"
-# (not after "[": Python's banner names the compiler Python was built with, "[GCC 11.4.0] on linux")
-_GCC = re.compile(r"(?<![\w/.\[-])(?:gcc|g\+\+)(?:\s+version)?\s{0,4}(?:=|:|\s)\s{0,4}"
-                  r"(\d{1,2}\.\d{1,2}(?:\.\d{1,2})?)\b"
-                  r"|(?<![\w/.\[-])(?:gcc|g\+\+) \([^)\n]{0,80}\) (\d{1,2}\.\d{1,2}(?:\.\d{1,2})?)\b", re.I)
-# `nvidia-smi -L` and collect_env's own "GPU 0: NAME" lines
-# (matched on the stripped line: no open-ended blank runs for a long near miss to backtrack through)
-# (a name is words, digits, dots, dashes and slashes: "NVIDIA A100-SXM4-80GB", "NVIDIA RTX 6000 Ada Generation")
-_GPU_LINE = re.compile(r"GPU\s?(\d{1,3}):\s{0,4}(\w[\w .\-/]{1,79}?)(?:\s{0,4}\(UUID:[^)]{0,100}\))?$", re.I)
-# an nvidia-smi table row: "|   0  NVIDIA GeForce RTX 4090        Off |   00000000:01:00.0  On |"
-_SMI_ROW = re.compile(r"^\|?\s{0,6}(\d{1,3})\s{1,6}((?:NVIDIA|Tesla|Quadro)\b[^|\n]{1,60}?)\s{1,40}(?:On|Off)\s{0,4}\|")
-# a GPU named in prose, with an optional count: "RTX 4090", "2x RTX 3090", "8 x H100 80GB", "A100", "L40S"
-# ("8 H100" counts too: "2 nodes x 8 H100" is eight per machine)
-_GPU_WORD = re.compile(
-    r"(?<![\w.-])(?:(\d{1,3})(?:\s?[x×*]\s?|\s))?((?:NVIDIA\s)?(?:GeForce\s)?(?:(?:RTX|GTX|Quadro|Tesla|TITAN)\s?[\w-]{1,12}"
-    r"(?:\s(?:Ti|SUPER|Ada))?|[ABHLTV]\d{1,3}[SG]?(?:[- ](?:SXM\d?|PCIe|NVL))?|GH200|GB200|B200|B300)"
-    r"(?:[\s-]?\d{2,3}\s?GB)?)"
-    r"(?:\s?[x×*]\s?(\d{1,3}))?(?![\w.+-])", re.I)
-# after a name, a class of GPUs rather than one ("A100+", "A100 or newer", "Ampere and later"): not this machine's
-_GPU_CLASS = re.compile(r"\s?(?:or|and)\s(?:newer|later|above|better|up)\b", re.I)
-# the most GPUs one machine holds (HGX-2 and its kind: 16); a larger count in prose describes a cluster
-_MAX_PER_MACHINE = 16
-# "8 GPUs", "4x GPUs": a count said apart from the name
-_GPU_COUNT = re.compile(r"(?<![\w.-])(\d{1,3})\s?(?:[x×*]\s?)?GPUs?\b", re.I)
-# Lines that name a version someone wants, not the one installed: an install command, pip's resolver refusing a
-# version ("versions that require a different python version: 2.9.0"), a requirement, or the compiler list of
-# `torch.__config__.show()` ("PyTorch built with: - GCC 9.3")
-_NOT_INSTALLED = re.compile(r"\b(?:(?:pip3?|conda|mamba|micromamba|uv|poetry)\s+(?:pip\s+)?(?:install|add)|"
-                            r"requirements?\b|\brequire[sd]?\b|satisf(?:y|ies)|no matching distribution|"
-                            r"(?:upgrade|downgrade)d?\s+to)",
-                            re.I)
-_BULLET = re.compile(r"^[-*•]\s{0,4}")
-_SHOW_NAME = re.compile(r"^Name:\s{0,4}([A-Za-z0-9][\w.-]{0,80})$")
-_SHOW_VERSION = re.compile(r"^Version:\s{0,4}(\d[\w.+!-]{0,80})$")
+# install commands, pip's resolver and download chatter: whole lines of versions wanted, not installed (a
+# requirement said in a sentence is the mention reader's: "requires torch 2.6" there, "but I have 2.4" beside it)
+_NOT_INSTALLED = re.compile(r"\b(?:(?:pip3?|conda|mamba|micromamba|uv|poetry)\s+(?:pip\s+)?(?:install|add)\b|"
+                            r"satisfies the requirement|no matching distribution|Requirement already satisfied|"
+                            r"^\s*(?:Collecting|Downloading|Using cached|Looking in indexes)\b)", re.I)
 _BUILT_WITH = re.compile(r"\bbuilt with:\s*$", re.I)
-# a conda list row for torch with its wide columns: "pytorch    2.1.0    py3.10_cuda12.1_cudnn8.9.2_0    pytorch"
-_CONDA_ROW = re.compile(r"^(?:py)?torch\s+\d\S{0,40}\s+(?:py|cuda|cpu)\S{0,80}(?:\s+\S{1,40})?$", re.I)
+# an install command quoted inside a sentence ("When I run `pip install deepspeed` on my ... with Python 3.12.4"):
+# the command is not read, the sentence around it is
+_CODE_SPAN = re.compile(r"`[^`\n]{1,300}`")
+# "on WSL2" or "on WSL" (CUDA runs only under WSL 2), not WSL 1, not a path ("/mnt/wsl2-data") and not a denial
+# ("not WSL2", "no WSL2", "non-WSL2"); a shell in a Windows drive mounted by WSL ("/mnt/c/", "/mnt/d/Users/")
+_WSL = re.compile(r"(?<![\w/.-])(?<!\bnot )(?<!\bno )(?<!\bnon-)(?<!\bnot on )(?<!\bnot in )"
+                  r"WSL(?: ?2)?(?![\w/.-]| ?1\b)|Windows Subsystem for Linux(?: 2)?|microsoft-standard-WSL2|"
+                  r"(?<![\w.])/mnt/(?:c|[a-z]/Users)/", re.I)
+# a bare conda (or pixi) list row for torch with its wide columns: "pytorch  2.1.0  py3.10_cuda12.1_cudnn8.9.2_0
+# pytorch", "pytorch  2.5.1  cuda126_py312h1763f6d_306  35.3 MiB  conda  https://conda.anaconda.org/conda-forge/"
+# (a build string is lower case and runs on: "py3.10_...", "cuda126_...", "cpu_py311...", Anaconda's
+# "gpu_cuda121py312h...": not "CUDA 12.1," in prose)
+_CONDA_ROW = re.compile(r"^(?i:(?:py)?torch)\s+\d[^\s,]{0,40}\s+(?:py\d|cuda\d|cpu_|gpu_)[^\s,]{0,80}"
+                        r"(?:\s+\S{1,200}){0,6}$")
+_KNOWN_PACKAGES = {n.key for n in NAMES if n.key.startswith("pkg:")}
 
 
-def _first(pattern: re.Pattern[str], text: str) -> str | None:
-    """The one value the text states, or None when it states none or two that disagree ("torch 2.1 vs torch
-    2.4", "driver 535 fails, driver 550 works"): with two machines or two attempts in the text, either could be
-    the one to judge, and a wrong fact makes rules fire wrongly. A shorter form of the same value agrees ("torch
-    2.4" and "torch 2.4.0+cu121"), and the longest is kept."""
-    values = {g for m in pattern.finditer(text) if (g := next((g for g in m.groups() if g), None))}
-    longest = max(values, key=len, default=None)
-    if longest is None or not all(_same(longest, v) for v in values):
-        return None
-    return longest
-
-
-def _same(longer: str, shorter: str) -> bool:
-    return longer.lower().startswith(shorter.lower()) and longer[len(shorter):len(shorter) + 1] in ("", ".", "+", "-")
-
-
-def _stated(lines: list[str]) -> list[str]:
-    """The lines that state what is installed: install commands, resolver errors and a build's compiler list
-    name other versions."""
-    out: list[str] = []
+def not_stated(lines: list[str]) -> set[int]:
+    """Indexes of lines that name versions wanted or built with, not installed."""
+    out: set[int] = set()
     in_built_with = False
-    for line in lines:
+    for i, line in enumerate(lines):
         if _BUILT_WITH.search(line):
             in_built_with = True
+            out.add(i)
             continue
         if in_built_with and line.lstrip().startswith("-"):
+            out.add(i)
             continue
         in_built_with = False
-        if not _NOT_INSTALLED.search(line):
-            out.append(line)
+        if _NOT_INSTALLED.search(without_commands(line)):
+            out.add(i)
     return out
 
 
-def _gpus(lines: list[str], text: str) -> list[str]:
-    """GPU names, one entry per GPU: listed lines first (nvidia-smi -L, the smi table), else names in prose."""
-    listed = [m.group(2).strip() for ln in lines if (m := _GPU_LINE.match(ln.strip()) or _SMI_ROW.match(ln))]
-    if listed:
-        return listed
-    # a list with one GPU name per line (Lightning's environment report: "- NVIDIA A100-SXM4-40GB" per GPU)
-    items = [m.group(2) for ln in lines if (m := _GPU_WORD.fullmatch(_BULLET.sub("", ln.strip(), count=1)))]
-    if len(items) > 1 and all(_cc(n) for n in items) and len(items) <= _MAX_PER_MACHINE:
-        return items
-    names: list[str] = []
-    counts: set[int] = set()
-    for m in _GPU_WORD.finditer(text):
-        name = m.group(2).strip()
-        if _GPU_CLASS.match(text, m.end()):
-            continue
-        if _cc(name):  # a real GPU name, not a word that looks like one ("T1000x", "A1")
-            names.append(name)
-            counts.update(int(c) for c in (m.group(1), m.group(3)) if c)
-    if not names:
-        return []
-    keys = sorted({_gpu_key(n) for n in names}, key=len)
-    if not all(keys[-1].startswith(k) for k in keys):  # "works on A100 but fails on my RTX 3090": which one?
-        return []
-    counts.update(int(m.group(1)) for m in _GPU_COUNT.finditer(text))
-    if len(counts) > 1:  # "2x RTX 3090 ... 4 GPUs": the count is not clear, so neither is the list
-        return []
-    count = counts.pop() if counts else 1
-    if not 1 <= count <= _MAX_PER_MACHINE:  # "512x H100" is a cluster, "0x" a typo: no machine's count
-        return []
-    return [max(names, key=len)] * count
+def without_commands(line: str) -> str:
+    """The line with install commands quoted in backticks blanked out (same length, so positions still hold)."""
+    if "`" not in line:
+        return line
+    return _CODE_SPAN.sub(lambda m: " " * len(m.group(0)) if _NOT_INSTALLED.search(m.group(0)) else m.group(0), line)
 
 
-def _gpu_key(name: str) -> str:
-    return re.sub(r"\bnvidia\b|\bgeforce\b|\btesla\b|[\s-]", "", name.lower())
-
-
-def _pip_show(lines: list[str]) -> list[str]:
-    """`pip show torchao` blocks ("Name: torchao" then "Version: 0.7.0") as "torchao==0.7.0" lines."""
+def _package_lines(lines: list[str], skip: set[int]) -> list[Observation]:
+    """collect_env's `[pip3] torch==2.2.1` / `[conda] ...` lines and bare conda rows for torch, as packages.py
+    reads them (a conda build string says torch's CUDA; nvidia-* wheels say its cuDNN and NCCL)."""
+    tagged = [(i, f"[conda] {ln.strip()}" if _CONDA_ROW.match(ln.strip()) else ln) for i, ln in enumerate(lines)
+              if i not in skip]
+    if not any(ln.lstrip().startswith("[") for _, ln in tagged):
+        return []
+    found: Facts = {}
+    packages.read([ln for _, ln in tagged], found)
     out = []
-    for line, after in itertools.pairwise(lines):
-        if (name := _SHOW_NAME.match(line.strip())) and (version := _SHOW_VERSION.match(after.strip())):
-            out.append(f"{name.group(1)}=={version.group(1)}")
+    for key, value in found.items():
+        at = next((i for i, ln in tagged if isinstance(value, str) and value in ln), tagged[0][0])
+        out.append(Observation(key, value, at, lines[at]))
     return out
 
 
-def _cc(name: str) -> str | None:
-    return tables.gpu_name_to_cc(name) or tables.gpu_name_to_cc(collect_env.expand_shorthand(name))
+# torch warns once per distinct device: more names than any machine holds GPUs is no machine's (and would make
+# matching each listed GPU against them quadratic)
+MAX_WARNED = 64
+
+
+@dataclass(frozen=True)
+class Warned:
+    """A GPU torch's own warning names, with the compute capability it states (and the line saying so)."""
+
+    name: str
+    cc: str
+    line: int
+    index: int | None  # "Found GPU1 ...": torch's device index; the capability warning names no index
+
+
+def _same_gpu(a: str, b: str) -> bool:
+    ka, kb = gpu_names.key_of(a), gpu_names.key_of(b)
+    return ka.endswith(kb) or kb.endswith(ka)
+
+
+def _warnings(obs: list[Observation]) -> list[Warned]:
+    """The warned GPUs by slot (a device index or a name), each with both its name and its capability."""
+    slots: dict[str, dict[str, Observation]] = {}
+    for ob in obs:
+        slot, _, field_name = ob.key[len(signatures.WARNED):].rpartition(".")
+        slots.setdefault(slot, {})[field_name] = ob
+    return [Warned(str(seen["name"].value), str(seen["cc"].value), seen["cc"].line,
+                   int(slot) if slot.isdigit() else None)
+            for slot, seen in slots.items() if "name" in seen and "cc" in seen][:MAX_WARNED]
+
+
+def _warned_gpus(obs: list[Observation]) -> list[Warned]:
+    """One entry per GPU torch warned about: the too-old-GPU warning's device index and the capability warning's
+    name are the same GPU when the names agree."""
+    found = _warnings(obs)
+    indexed = [w for w in found if w.index is not None]  # one per device: two identical GPUs stay two
+    named = [w for w in found if w.index is None and not any(_same_gpu(w.name, d.name) for d in indexed)]
+    return sorted(indexed, key=lambda w: w.index or 0) + named
+
+
+def _gpu_facts(lines: list[str], warned: list[Warned], facts: Facts, sources: Sources) -> None:
+    devices = [(w.name, w.line) for w in warned if w.index is not None]
+    named = gpu_names.gpus(lines, devices) or [(w.name, w.line) for w in warned]  # else only torch's warnings do
+    if not named:
+        return
+    facts["gpu.count"] = len(named)
+    sources["gpu.count"] = Source(named[0][1] + 1, lines[named[0][1]].strip())
+    for i, (name, at) in enumerate(named):
+        facts[f"gpu.{i}.name"] = name
+        sources[f"gpu.{i}.name"] = Source(at + 1, lines[at].strip())
+        said = next((w for w in warned if _same_gpu(w.name, name)), None)
+        if said is not None:
+            _warned_cc(i, said, lines, facts, sources)
+
+
+def _warned_cc(i: int, said: Warned, lines: list[str], facts: Facts, sources: Sources) -> None:
+    """GPU i's compute capability, from the warning torch printed about it."""
+    facts[f"gpu.{i}.compute_capability"] = said.cc
+    sources[f"gpu.{i}.compute_capability"] = Source(said.line + 1, lines[said.line].strip())
+
+
+def _first_source(pkgs: list[str], sources: Sources) -> Source:
+    """The earliest line a known package was read from."""
+    return min((sources[k] for k in pkgs if k in _KNOWN_PACKAGES), key=lambda s: s.line)
+
+
+def _packages_list(facts: Facts, sources: Sources) -> None:
+    """`pkg:<name>` facts (packages without a key of their own) as one `python.packages` list."""
+    pkgs = sorted(k for k in facts if k.startswith("pkg:"))
+    listed = [f"{k[4:]}=={facts[k]}" for k in pkgs if k in _KNOWN_PACKAGES and isinstance(facts[k], str)]
+    if listed:
+        facts["python.packages"] = listed
+        sources["python.packages"] = _first_source(pkgs, sources)
+    for k in pkgs:
+        facts.pop(k, None)
+        sources.pop(k, None)
+
+
+@dataclass
+class Reading:
+    """What a paste states: facts, the line each came from, and the facts it states twice, differently."""
+
+    facts: Facts = field(default_factory=dict)
+    sources: Sources = field(default_factory=dict)
+    conflicts: set[str] = field(default_factory=set)
+
+
+def _wsl(lines: list[str], skip: set[int]) -> list[Observation]:
+    """"on WSL2" said of this machine (not denied, not a path), and the WSL2 kernel's name."""
+    return [Observation("os.wsl", True, i, ln) for i, ln in enumerate(lines)
+            if i not in skip and ("wsl" in ln.lower() or "/mnt/" in ln) and (m := _WSL.search(ln))
+            and mentions.stated_here(ln, m.start())]
+
+
+def _observe(lines: list[str], skip: set[int]) -> list[Observation]:
+    """Every reader's observations: tool signatures first (the lines and parts they read are not read again),
+    Python printouts, the mention reader, issue-form fields, collect_env's package lines, WSL2."""
+    obs, used, taken = signatures.read(lines)
+    printed, printed_lines = printouts.read(lines)
+    obs += printed
+    obs += mentions.mentions(lines, skip | used | printed_lines, taken)
+    obs += forms.read(lines, skip | used | printed_lines)
+    obs += _package_lines(lines, skip | used)
+    return obs + _wsl(lines, skip)
+
+
+def read(text: str) -> Reading:
+    """The facts a paste states, each with the line it was read from."""
+    lines = paste.unwrap(text)
+    # olmo-doctor's own summary lines are its rendering of some machine, not a statement to read back
+    own = accept.own_output(lines)
+    lines = ["" if i in own else without_commands(ln) for i, ln in enumerate(lines)]
+    skip = not_stated(lines)
+    obs = _observe(lines, skip)
+    warned = _warned_gpus([ob for ob in obs if ob.key.startswith(signatures.WARNED)])
+    facts, sources, conflicts = resolve([ob for ob in obs if not ob.key.startswith(signatures.WARNED)], lines)
+    _gpu_facts([ln if i not in skip else "" for i, ln in enumerate(lines)], warned, facts, sources)
+    _packages_list(facts, sources)
+    return Reading(facts, sources, conflicts)
 
 
 def parse(text: str) -> Facts:
     """The facts a few free-form lines state; {} when they state none."""
-    lines = _stated(paste.unwrap(text))
-    body = "\n".join(lines)
-    found: list[str] = []  # the lines collect_env would have printed for these values
-    if torch := _first(_TORCH, body):
-        found.append(f"PyTorch version: {torch.rstrip('.')}")
-    if python := _first(_PYTHON, body):
-        found.append(f"Python version: {python}")
-    if driver := _first(_SMI, body) or (None if _SMI.search(body) else _first(_DRIVER, body)):
-        found.append(f"Nvidia driver version: {driver}")
-    if nvcc := _first(_NVCC, body):
-        found.append(f"CUDA runtime version: {nvcc}")  # collect_env's label for the nvcc on PATH
-    if gcc := _first(_GCC, body):
-        found.append(f"GCC version: {gcc}")
-    if cudnn := _first(_CUDNN, body):
-        found.append(f"cuDNN version: {cudnn}")
-    gpus = _gpus(lines, body)
-    if gpus:
-        found.append("GPU models and configuration:")
-        found += [f"GPU {i}: {name}" for i, name in enumerate(gpus)]
-    facts = collect_env.parse("\n".join(found)) if found else {}
-    # `flash-attn 2.7.4` / `xformers==0.0.28` lines, as below a collect_env report; a bare conda list row for
-    # torch is read as collect_env's "[conda]" line, whose build string says the CUDA it was built for; a
-    # `pip show` block's Name and Version as the pip line they mean
-    listed = [f"[conda] {ln.strip()}" if _CONDA_ROW.match(ln.strip()) else ln for ln in lines]
-    packages.read(listed + _pip_show(lines), facts)
-    if (cuda := _first(_SMI_CUDA, body)) and "driver.version" in facts:
-        facts["driver.cuda_version"] = cuda  # the smi header's CUDA: the newest the driver supports
-    if torch_cuda := _first(_TORCH_CUDA, body):
-        facts["torch.cuda"] = torch_cuda  # stated outright: it beats what a wheel tag implies
-    if _WSL.search(body):
-        facts["os.wsl"] = True  # only a stated WSL2; its absence from a few lines says nothing
-    return facts
+    return read(text).facts

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import itertools
 import re
+from functools import lru_cache
 
 # Tags issue trackers and mail clients wrap pasted text in; anything else that looks like a tag (`<user>`) stays.
 _BLOCK_TAGS = re.compile(r"</?(?:details|summary|pre|code|p|div|blockquote|ul|ol|li|table|tbody|thead|tr|td|th|"
@@ -36,11 +37,15 @@ def _most(lines: list[str], pattern: re.Pattern[str], share: float = 0.6) -> boo
     return bool(body) and sum(bool(pattern.match(ln)) for ln in body) >= share * len(body)
 
 
+def _body(lines: list[str]) -> int:
+    """How many lines hold text."""
+    return sum(1 for ln in lines if ln.strip())
+
+
 def _numbered(lines: list[str]) -> bool:
     """A line-number gutter: most lines start with a number, and the numbers count up."""
     nums = [int(m.group(1)) for ln in lines if ln.strip() and (m := _NUMBERED.match(ln))]
-    body = sum(1 for ln in lines if ln.strip())
-    if len(nums) < 3 or len(nums) < 0.8 * body:
+    if len(nums) < 3 or len(nums) < 0.8 * _body(lines):
         return False
     rising = sum(b == a + 1 for a, b in itertools.pairwise(nums))
     return rising >= 0.7 * (len(nums) - 1)
@@ -82,12 +87,17 @@ def _unhtml(text: str) -> str:
     return _BLOCK_TAGS.sub("", _BREAK.sub("\n", text))  # a report escaped twice shows its tags only now
 
 
+def _double_spaced(lines: list[str]) -> bool:
+    """Four or more lines of text, hardly any (5%) followed directly by another."""
+    body = [i for i, ln in enumerate(lines) if ln.strip()]
+    adjacent = sum(1 for i in body if i + 1 < len(lines) and lines[i + 1].strip())
+    return not (len(body) < 4 or adjacent > 0.05 * len(body))
+
+
 def _single_spaced(lines: list[str]) -> list[str]:
     """Undo double spacing (a blank line after every line, as some web pages and editors copy): a lone blank line
     goes, a longer run of them was a real break and stays as one."""
-    body = [i for i, ln in enumerate(lines) if ln.strip()]
-    adjacent = sum(1 for i in body if i + 1 < len(lines) and lines[i + 1].strip())
-    if len(body) < 4 or adjacent > 0.05 * len(body):
+    if not _double_spaced(lines):
         return lines
     out: list[str] = []
     for is_blank, run in itertools.groupby(lines, key=lambda ln: not ln.strip()):
@@ -98,13 +108,18 @@ def _single_spaced(lines: list[str]) -> list[str]:
 
 def unwrap(text: str) -> list[str]:
     """The report's own lines, with every layer of paste wrapping removed."""
+    return list(_unwrap(text))
+
+
+@lru_cache(maxsize=4)  # every reader of one report asks for the same lines: peel them once
+def _unwrap(text: str) -> tuple[str, ...]:
     # \r\r\n is what a Windows console's output looks like after a second newline translation
     text = re.sub(r"\r+\n", "\n", text).replace("\r", "\n")
     text = _INVISIBLE.sub("", _ANSI.sub("", text)).translate(_LOOKALIKE)
     text = _unhtml(text)
     lines = [ln.expandtabs(4).rstrip() for ln in text.split("\n")]
     lines = _single_spaced(_strip_layers(lines))
-    return [ln for ln in lines if not _FENCE.match(ln)]
+    return tuple(ln for ln in lines if not _FENCE.match(ln))
 
 
 def unwrap_text(text: str) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 import re
 
+from olmo_doctor.compat.versions import parse_version
 from olmo_doctor.errors import UsageError
 from olmo_doctor.facts import Facts, FactValue, documented_key
-from olmo_doctor.versions import parse_version
 
 # key -> (lowest, highest) plausible value; generous, so only the impossible is refused.
 NUMBERS: dict[str, tuple[float, float]] = {
@@ -38,6 +38,12 @@ def _bad(key: str, value: FactValue, why: str) -> UsageError:
     return UsageError(f"{key} = {shown} is impossible ({why}); correct or delete that value in the report")
 
 
+def _compute_capability(key: str, value: FactValue) -> None:
+    m = re.fullmatch(r"(\d{1,2})\.(\d)", str(value))
+    if not m or not 1 <= int(m.group(1)) <= 20:
+        raise _bad(key, value, "a compute capability is major.minor, 1.0 to 20.9")
+
+
 def check(facts: Facts) -> None:
     """Raise UsageError (exit 2) on the first value no real machine could report."""
     for key, value in facts.items():
@@ -47,9 +53,7 @@ def check(facts: Facts) -> None:
         if doc in NUMBERS or key in INTEGERS:
             _number(key, doc, value)
         elif doc == "gpu.N.compute_capability":
-            m = re.fullmatch(r"(\d{1,2})\.(\d)", str(value))
-            if not m or not 1 <= int(m.group(1)) <= 20:
-                raise _bad(key, value, "a compute capability is major.minor, 1.0 to 20.9")
+            _compute_capability(key, value)
         elif doc in VERSION_MAJOR:
             _version(key, value)
     total, avail = facts.get("mem.total_gb"), facts.get("mem.available_gb")
@@ -63,12 +67,16 @@ def _number(key: str, doc: str, value: FactValue) -> None:
     if key in INTEGERS and value != int(value):
         raise _bad(key, value, "not a whole number")
     if key.startswith("ulimit."):
-        if value < -1:
-            raise _bad(key, value, "a limit is -1 (unlimited) or a count")
+        _limit(key, value)
         return
     low, high = NUMBERS[doc]
     if not low <= value <= high:
         raise _bad(key, value, f"outside {low:g}..{high:g}")
+
+
+def _limit(key: str, value: float) -> None:
+    if value < -1:
+        raise _bad(key, value, "a limit is -1 (unlimited) or a count")
 
 
 def _version(key: str, value: FactValue) -> None:

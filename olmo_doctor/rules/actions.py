@@ -2,7 +2,7 @@
 
 A rule's fix carries `action = { op = "...", ... }`. The dataclasses below are the schema, the one place it is
 declared (OPS, op -> fields, is derived from them); known_issues/SCHEMA.md's "Fix actions" table documents it and
-tests/test_rules.py holds the two equal. Two checks guard it:
+tests/doctor/test_rules.py holds the two equal. Two checks guard it:
 `action_error` checks the shape when a rule loads (template fields such as "{cuda.toolkit_root}" allowed), and
 `parse_action` turns a rendered action into one of the typed operations below, strictly: an unknown op, a missing
 or extra field, or a bad value is an ActionError that names the rule. Nothing here runs anything; the planner asks
@@ -12,7 +12,7 @@ an action what it would do and the executor does it. This module imports nothing
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -135,41 +135,79 @@ def _is_template(value: object) -> bool:
     return isinstance(value, str) and "{" in value.replace("{{", "").replace("}}", "")
 
 
-def _check_value(op: str, key: str, value: object) -> str | None:
-    """What is wrong with one literal field value, or None."""
-    if op == "ulimit" and key == "value":
-        if isinstance(value, bool) or not (
-            (isinstance(value, int) and value > 0) or (isinstance(value, str) and (value == "hard" or value.isdigit()))
-        ):
-            return f"value must be a positive number or \"hard\", not {value!r}"
-        return None
+def _ulimit_value(value: object) -> str | None:
+    if isinstance(value, bool) or not (
+        (isinstance(value, int) and value > 0) or (isinstance(value, str) and (value == "hard" or value.isdigit()))
+    ):
+        return f"value must be a positive number or \"hard\", not {value!r}"
+    return None
+
+
+def _string_problem(key: str, value: object) -> str | None:
+    """Every other field is a non-empty one-line string; `name` an environment variable name."""
     if not isinstance(value, str) or not value.strip():
         return f"{key} must be a non-empty string"
     if has_control(value):  # a newline or NUL in a value would end the shell line it is written into
         return f"{key} {value!r} holds a control character"
     if key == "name" and not _ENV_NAME.match(value):
         return f"name {value!r} is not an environment variable name"
-    if op == "ulimit" and key == "resource" and value not in ULIMIT_FLAGS:
-        return f"resource must be one of {', '.join(ULIMIT_FLAGS)}, not {value!r}"
-    if op == "rebuild_kernel" and value not in KERNELS:
-        return f"package must be one of {', '.join(KERNELS)}, not {value!r}"
-    if op == "reinstall_torch" and not _INDEX.match(value):
-        return f"index must name a PyTorch wheel index such as cu128, cu130 or cpu, not {value!r}"
-    if op == "pip_install":
-        try:
-            req = Requirement(value)
-        except InvalidRequirement as e:
-            return f"requirement {value!r} is not a valid requirement: {e}"
-        if req.url:
-            return f"requirement {value!r} is a URL; fixes install named, versioned requirements only"
-        if canonicalize_name(req.name) in PROTECTED_PACKAGES:
-            return f"requirement {value!r}: fix --apply never changes pip itself"
-    if op == "pip_uninstall":
-        if not _DIST_NAME.match(value):
-            return f"package {value!r} is not a distribution name"
-        if canonicalize_name(value) in PROTECTED_PACKAGES:
-            return "fix --apply never removes pip (undo needs it)"
     return None
+
+
+def _ulimit_resource(key: str, value: str) -> str | None:
+    if key == "resource" and value not in ULIMIT_FLAGS:
+        return f"resource must be one of {', '.join(ULIMIT_FLAGS)}, not {value!r}"
+    return None
+
+
+def _kernel(key: str, value: str) -> str | None:
+    return None if value in KERNELS else f"package must be one of {', '.join(KERNELS)}, not {value!r}"
+
+
+def _index(key: str, value: str) -> str | None:
+    if _INDEX.match(value):
+        return None
+    return f"index must name a PyTorch wheel index such as cu128, cu130 or cpu, not {value!r}"
+
+
+def _requirement(key: str, value: str) -> str | None:
+    try:
+        req = Requirement(value)
+    except InvalidRequirement as e:
+        return f"requirement {value!r} is not a valid requirement: {e}"
+    if req.url:
+        return f"requirement {value!r} is a URL; fixes install named, versioned requirements only"
+    if canonicalize_name(req.name) in PROTECTED_PACKAGES:
+        return f"requirement {value!r}: fix --apply never changes pip itself"
+    return None
+
+
+def _removable(key: str, value: str) -> str | None:
+    if not _DIST_NAME.match(value):
+        return f"package {value!r} is not a distribution name"
+    if canonicalize_name(value) in PROTECTED_PACKAGES:
+        return "fix --apply never removes pip (undo needs it)"
+    return None
+
+
+# op -> what else its string fields must be
+_VALUE_CHECKS: dict[str, Callable[[str, str], str | None]] = {
+    "ulimit": _ulimit_resource,
+    "rebuild_kernel": _kernel,
+    "reinstall_torch": _index,
+    "pip_install": _requirement,
+    "pip_uninstall": _removable,
+}
+
+
+def _check_value(op: str, key: str, value: object) -> str | None:
+    """What is wrong with one literal field value, or None."""
+    if op == "ulimit" and key == "value":
+        return _ulimit_value(value)
+    if (problem := _string_problem(key, value)) is not None:
+        return problem
+    check = _VALUE_CHECKS.get(op)
+    return check(key, str(value)) if check else None
 
 
 def touches_compiled(action: Action) -> bool:
@@ -189,13 +227,20 @@ def action_error(raw: object, applicability: str | None = None) -> str | None:
         return err
     assert isinstance(raw, Mapping)
     op = raw["op"]
+    if err := _fields_error(op, raw):
+        return err
+    if applicability == "safe" and (op in UNSAFE_OPS or _unsafe_literal(op, raw)):
+        return f"op {op} replaces torch or a compiled kernel, so its fix must be 'unsafe', not 'safe'"
+    return None
+
+
+def _fields_error(op: str, raw: Mapping[str, Any]) -> str | None:
+    """The first literal field value the op does not accept (templates are checked once rendered)."""
     for key in OPS[op]:
         if key == "name" and _is_template(raw[key]):
             return "name must be a literal variable name, not a template"
         if not _is_template(raw[key]) and (err := _check_value(op, key, raw[key])):
             return f"op {op}: {err}"
-    if applicability == "safe" and (op in UNSAFE_OPS or _unsafe_literal(op, raw)):
-        return f"op {op} replaces torch or a compiled kernel, so its fix must be 'unsafe', not 'safe'"
     return None
 
 
@@ -232,11 +277,16 @@ def parse_action(raw: object, where: str) -> Action:
     op = raw["op"]
     values = {k: str(raw[k]) if op == "ulimit" and k == "value" else raw[k] for k in OPS[op]}
     for key, value in values.items():
-        if isinstance(value, str) and _UNKNOWN.search(value):
-            raise ActionUnresolved(f"{where}: {op} {key} needs a fact this machine did not report ({value!r})")
-        if err := _check_value(op, key, value):
-            raise ActionBadValue(f"{where}: op {op}: {err}")
+        _check_field(where, op, key, value)
     return _TYPE_OF_OP[op](**values)
+
+
+def _check_field(where: str, op: str, key: str, value: object) -> None:
+    """Raise when a field still holds an unknown fact, or a value the op cannot carry."""
+    if isinstance(value, str) and _UNKNOWN.search(value):
+        raise ActionUnresolved(f"{where}: {op} {key} needs a fact this machine did not report ({value!r})")
+    if err := _check_value(op, key, value):
+        raise ActionBadValue(f"{where}: op {op}: {err}")
 
 
 def parse_actions(raw: object, where: str) -> list[Action]:

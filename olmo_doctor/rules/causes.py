@@ -27,6 +27,18 @@ class Cause:
     meaning: str
 
 
+def _row_problem(cells: list[str], seen: dict[str, Cause]) -> str | None:
+    """What is wrong with one table row (its cells), or None."""
+    if len(cells) != 3 or not _SLUG.match(cells[0]) or not cells[2]:
+        return "a row must read | cause_slug | area | meaning |"
+    slug, area, _ = cells
+    if area not in AREAS:
+        return f"area '{area}' of {slug} is not one of {', '.join(AREAS)}"
+    if slug in seen:
+        return f"cause {slug} is listed twice"
+    return None
+
+
 def parse_causes(text: str, where: str = "CAUSES.md") -> dict[str, Cause]:
     """Every row of the `| cause | area | meaning |` table, by slug. A malformed row is a RuleError naming its
     line, so a cause added without its area fails at load instead of landing under the wrong summary line."""
@@ -38,14 +50,10 @@ def parse_causes(text: str, where: str = "CAUSES.md") -> dict[str, Cause]:
         cells = [c.strip() for c in line.strip("|").split("|")]
         if cells[:2] == ["cause", "area"]:  # the header row
             continue
-        if len(cells) != 3 or not _SLUG.match(cells[0]) or not cells[2]:
-            raise RuleError(f"{where} line {number}: a row must read | cause_slug | area | meaning |")
-        slug, area, meaning = cells
-        if area not in AREAS:
-            raise RuleError(f"{where} line {number}: area '{area}' of {slug} is not one of {', '.join(AREAS)}")
-        if slug in out:
-            raise RuleError(f"{where} line {number}: cause {slug} is listed twice")
-        out[slug] = Cause(slug, area, meaning)
+        problem = _row_problem(cells, out)
+        if problem:
+            raise RuleError(f"{where} line {number}: {problem}")
+        out[cells[0]] = Cause(*cells)
     if not out:
         raise RuleError(f"{where}: no | cause | area | meaning | table found")
     return out

@@ -21,8 +21,9 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from olmo_doctor import tables, versions, wheels
-from olmo_doctor.facts import FactValue
+from olmo_doctor import loader_errors
+from olmo_doctor.compat import drivers, gpus, kernels, nvcc, pick, versions, wheels
+from olmo_doctor.facts import FactValue, gpu_indices
 
 
 class Unknown(Exception):
@@ -42,7 +43,7 @@ NOT_STATED = _NotStated()
 
 _STRING = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'")
 _DOTTED = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.(?:\w+|\*))+)")
-_RAW_FUNCS = {"known", "missing", "default"}
+_RAW_FUNCS = {"known", "missing", "default", "stated"}
 _INTERNAL = {"__fact__", "__raw__", "__mul__"}
 # An expression is one condition of a rule: longer text is not a rule but an attempt to exhaust the parser.
 MAX_EXPR = 4000
@@ -107,17 +108,60 @@ def _missing(x: object) -> bool:
     return x is None
 
 
+def _stated(x: object) -> bool:
+    """Did the facts say anything of x (a value, or that it is absent)? Only a report can leave a fact unstated."""
+    return x is not NOT_STATED
+
+
+def _driver_cuda_has_wheel(cuda: object) -> bool | None:
+    """Does a driver that supports this CUDA (nvidia-smi's "CUDA Version", torch's "found version 11040") run any
+    current torch wheel? Within a major, minor-version compatibility runs every 12.x build on a 12.0 driver."""
+    mm = versions.major_minor(cuda)
+    if mm is None:
+        return None
+    return any((versions.major_minor(i.cuda) or (99, 0))[0] <= mm[0] for i in wheels.CURRENT_GPU_INDEXES)
+
+
 def _default(x: object, d: object) -> object:
     return d if x is None or x is NOT_STATED else x
 
 
-def _torch_default_cuda(torch_version: object) -> str | None:
-    mm = versions.major_minor(torch_version)
-    return tables.TORCH_PYPI_DEFAULT_CUDA.get(f"{mm[0]}.{mm[1]}") if mm else None
+def _unbound(*args: Any) -> Any:
+    raise Unknown  # a machine function outside evaluate(): no facts to read
+
+
+def _machine_functions(facts: Mapping[str, FactValue]) -> dict[str, Callable[..., Any]]:
+    """The functions that read the machine's facts themselves, all answered by compat/pick.py's choose() (the
+    choice install.sh makes) from the driver, every GPU's compute capability, the Python and the CPU arch (an
+    unknown driver or GPU is assumed current, an unknown Python not checked): `torch_index()` is the wheel index
+    (or, for a driver no current wheel runs on, the newest older one it does; unknown when none fits),
+    `torch_index_for_driver(d)` the same for driver d, `torch_refusal()` the code of
+    the rule that says why none fits ('' when one does) and `torch_refusal_why()` its reason."""
+
+    def choose(driver: object) -> pick.Pick:
+        ccs = [facts.get(f"gpu.{i}.compute_capability") for i in gpu_indices(facts)]
+        return pick.choose(driver, [str(c) if c else None for c in ccs], facts.get("python.version"),
+                           str(facts.get("os.arch") or "x86_64"))
+
+    def index(driver: object) -> str:
+        chosen = choose(driver)
+        index = chosen.index or chosen.fallback  # a driver below every current wheel: the newest build it runs
+        return _need(index.download_name if index else None)
+
+    return {"torch_index": lambda: index(facts.get("driver.version")),
+            "torch_index_for_driver": lambda driver: index(_need(driver)),
+            "torch_refusal": lambda: choose(facts.get("driver.version")).refuse or "",
+            "torch_refusal_why": lambda: choose(facts.get("driver.version")).why}
+
+
+def _trainer_requirement(name: object) -> str | None:
+    from olmo_doctor.probes.requirements import trainer_requirement
+
+    return trainer_requirement(str(name))
 
 
 def _table(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a tables.* lookup: unknown inputs or a missing row make the expression unknown."""
+    """Wrap a compat lookup: unknown inputs or a missing row make the expression unknown."""
 
     def call(*args: Any) -> Any:
         out = fn(*[_need(a) for a in args])
@@ -142,36 +186,44 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "known": _known,
     "missing": _missing,
     "default": _default,
+    "stated": _stated,
     "satisfies": lambda x, spec: _need(versions.version_satisfies(_need(x), spec)),
     "min": min,
     "max": max,
-    "driver_floor": _table(tables.driver_floor),
-    "driver_floor_major": _table(tables.driver_floor_major),
-    "nvcc_max_gcc": _table(tables.nvcc_max_gcc),
-    "nvcc_supports_cc": _table(tables.nvcc_supports_cc),
-    "min_nvcc_for_cc": _table(tables.min_nvcc_for_cc),
-    "flash_attn_arch": _table(tables.flash_attn_arch),
-    "arch_list_covers": _table(tables.arch_list_covers),
-    "gpu_name_to_cc": _table(tables.gpu_name_to_cc),
-    "torch_default_cuda": _table(_torch_default_cuda),
-    "sm": _table(tables.cc_to_sm),
-    "last_nvcc_for_cc": _table(tables.last_nvcc_for_cc),
+    "driver_floor": _table(drivers.driver_floor),
+    "driver_floor_major": _table(drivers.driver_floor_major),
+    "nvcc_max_gcc": _table(nvcc.nvcc_max_gcc),
+    "nvcc_supports_cc": _table(nvcc.nvcc_supports_cc),
+    "min_nvcc_for_cc": _table(nvcc.min_nvcc_for_cc),
+    "flash_attn_arch": _table(kernels.flash_attn_arch),
+    "arch_list_covers": _table(wheels.covers),
+    "gpu_name_to_cc": _table(gpus.name_to_cc),
+    "torch_default_cuda": _table(wheels.pypi_default_cuda),
+    "sm": _table(nvcc.cc_to_sm),
+    "last_nvcc_for_cc": _table(nvcc.last_nvcc_for_cc),
     "tokens": lambda x: [str(t) for t in _need(x)] if isinstance(x, list) else [
         t for t in re.split(r"[;,\s]+", str(_need(x))) if t],  # a list fact is already its tokens
-    "cuda_arch_list": _table(tables.cuda_arch_list),
-    "archs_too_new_for_nvcc": _table(tables.archs_too_new_for_nvcc),
-    "archs_dropped_by_nvcc": _table(tables.archs_dropped_by_nvcc),
-    "glibcxx_for_gcc": _table(tables.glibcxx_for_gcc),
-    "torch_index_for_cuda": _table(tables.torch_index_for_cuda),
-    "torch_index_for_driver": _table(tables.torch_index_for_driver),
-    "torchao_for_torch": _table(tables.torchao_for_torch),
-    # what can be installed today (olmo_doctor/wheels.py)
+    "cuda_arch_list": _table(nvcc.cuda_arch_list),
+    "archs_too_new_for_nvcc": _table(nvcc.archs_too_new_for_nvcc),
+    "archs_dropped_by_nvcc": _table(nvcc.archs_dropped_by_nvcc),
+    "glibcxx_for_gcc": _table(nvcc.glibcxx_for_gcc),
+    "torch_index_for_cuda": _table(wheels.torch_index_for_cuda),
+    "torchao_for_torch": _table(kernels.torchao_for_torch),
+    # what can be installed today (olmo_doctor/compat/wheels.py)
     "driver_has_wheel": _table(wheels.driver_has_wheel),
+    "driver_cuda_has_wheel": _table(_driver_cuda_has_wheel),
     "gpu_has_wheel": _table(wheels.gpu_has_wheel),
     "python_verdict": _table(wheels.python_verdict),
     "torch_python_range": _table(lambda v: "-".join(wheels.python_range(v) or ()) or None),
     "latest_torch": lambda: wheels.LATEST_TORCH,
+    # what the installed trainer itself declares (importlib.metadata of olmo-doctor): "torch>=2.6"
+    "trainer_requirement": _table(_trainer_requirement),
+    "trainer_spec": _table(lambda name: (_trainer_requirement(name) or "")[len(str(name)):] or None),
     "current_driver_floor": lambda: wheels.CURRENT_DRIVER_FLOOR,
+    # what a failed import of a compiled extension means, from the loader's words (olmo_doctor/loader_errors.py)
+    "load_problem": lambda x: loader_errors.classify(_need(x)) or "",
+    # read the machine's facts themselves; bound per evaluation (evaluate), these only let the loader accept them
+    **{name: _unbound for name in ("torch_index", "torch_index_for_driver", "torch_refusal", "torch_refusal_why")},
 }
 
 _NAMES = {"true": True, "false": False, "True": True, "False": False}
@@ -204,6 +256,12 @@ def fact_refs(source: str) -> list[str]:
     return list(dict.fromkeys(refs))
 
 
+def _read_raw(arg: ast.expr) -> None:
+    """A fact read inside known()/missing() gives None for an unknown fact instead of raising."""
+    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id == "__fact__":
+        arg.func.id = "__raw__"
+
+
 class _Validate(ast.NodeTransformer):
     def generic_visit(self, node: ast.AST) -> ast.AST:
         if not isinstance(node, _ALLOWED):
@@ -222,8 +280,7 @@ class _Validate(ast.NodeTransformer):
             raise ExprError("keyword arguments are not allowed")
         if node.func.id in _RAW_FUNCS:  # known(x) / missing(x) must see None instead of raising
             for arg in node.args:
-                if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id == "__fact__":
-                    arg.func.id = "__raw__"
+                _read_raw(arg)
         self.generic_visit(node)
         return node
 
@@ -253,7 +310,7 @@ def compile_expr(source: str) -> Any:
 def evaluate(source: str, facts: Mapping[str, FactValue]) -> Any:
     """Evaluate an expression; raises Unknown when a needed fact is missing."""
     code = compile_expr(source)
-    env: dict[str, Any] = {"__builtins__": {}, **FUNCTIONS, **_NAMES}
+    env: dict[str, Any] = {"__builtins__": {}, **FUNCTIONS, **_NAMES, **_machine_functions(facts)}
     env["__fact__"] = lambda key: _need(facts.get(key))
     env["__mul__"] = _mul
     partial = facts.get("facts.partial") is True

@@ -10,6 +10,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
+from olmo_common.bounded.files import read_text
 from olmo_doctor.findings import SEVERITY_ORDER
 from olmo_doctor.resources import data_dir, read_cache, user_cache_dir, write_cache
 from olmo_doctor.rules.causes import Cause, RuleError, parse_causes
@@ -22,12 +23,13 @@ else:  # pragma: no cover
 
 __all__ = ["Case", "FixSpec", "Rule", "RuleError", "Signature", "causes", "find_rule", "load_rules"]
 
-# `build` rules are the refusals and warnings of `build-kernels`: their condition needs the recipe and the job
-# sizing, so olmo_doctor/build/checks.py decides when they fire; `check` never evaluates them.
+# `build` rules are the refusals and warnings of a planned kernel build: their condition (olmo_doctor/checks/build.py)
+# needs the recipe and the job sizing, so they are judged wherever a build is planned (build-kernels, check --scope
+# install), never by the facts-only pass.
 SCOPES = ("install", "train", "build")
 APPLICABILITY = ("safe", "unsafe", "manual")
 _CODE = re.compile(r"^(OD|BK)\d{3}$")
-# `check = "module.function"`, the module inside olmo_doctor (e.g. "build_checks.compile_jobs_exceed_memory")
+# `check = "module.function"`, a condition registered in olmo_doctor/checks/ (e.g. "memory.compile_jobs_exceed_memory")
 _CHECK = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+$")
 
 
@@ -44,7 +46,7 @@ class Signature:
     """A log pattern for `diagnose`; `weight` says how strongly a match points at this rule's cause.
 
     The regex compiles on first use: `check` never needs the few hundred signatures, and compiling them all would
-    cost it ~30 ms. tests/test_rules.py compiles every one, so a bad pattern still fails CI."""
+    cost it ~30 ms. tests/doctor/test_rules.py compiles every one, so a bad pattern still fails CI."""
 
     source: str
     flags: int = re.I
@@ -124,74 +126,134 @@ def _req(data: dict[str, Any], key: str, path: Path, kind: type = str) -> Any:
     return data[key]
 
 
-def parse_rule(data: dict[str, Any], path: Path, vocabulary: dict[str, Cause] | None = None) -> Rule:
-    vocabulary = cause_table() if vocabulary is None else vocabulary
+def _check_build_condition(path: Path, scopes: list[str], when: object, check: object) -> None:
+    from olmo_doctor.checks import resolve
+
+    found = resolve(check)
+    if scopes != ["build"] or when is not None or found is None or not found.needs_build:
+        raise RuleError(f"{path.name}: a build rule has scope [\"build\"] only, no 'when', and a 'check' naming "
+                        "a build condition registered in olmo_doctor/checks/ (e.g. \"build.no_gpu\")")
+
+
+def _check_condition(path: Path, scopes: list[str], when: object, check: object, has_signature: bool) -> None:
+    """A build rule names a build condition of olmo_doctor/checks/; any other rule gives exactly one of `when`
+    or `check` (a fact condition there), unless it only recognises logs."""
+    from olmo_doctor.checks import resolve
+
+    if "build" in scopes:
+        _check_build_condition(path, scopes, when, check)
+        return
+    if (when is None) == (check is None) and not has_signature:
+        raise RuleError(f"{path.name}: give exactly one of 'when' (an expression) or 'check' (a function name)")
+    if check is not None:
+        found = resolve(check)
+        if found is None or found.needs_build:
+            raise RuleError(f"{path.name}: check {check!r} is not a registered check function "
+                            "(olmo_doctor/checks/ holds them)")
+
+
+def _code(data: dict[str, Any], path: Path) -> str:
     code = _req(data, "code", path)
     if not _CODE.match(code):
         raise RuleError(f"{path.name}: code '{code}' must look like OD123 (or BK123 for a build-kernels rule)")
     if not path.name.startswith(code):
         raise RuleError(f"{path.name}: file name must start with the rule code {code}")
+    return str(code)
+
+
+def _cause(data: dict[str, Any], path: Path, vocabulary: dict[str, Cause]) -> str:
     cause = _req(data, "cause", path)
     if cause not in vocabulary:
         raise RuleError(f"{path.name}: cause '{cause}' is not in known_issues/CAUSES.md")
+    return str(cause)
+
+
+def _severities(data: dict[str, Any], path: Path) -> tuple[str, str | None]:
+    """`severity` (required) and `unplanned_severity` (optional), each one of SEVERITY_ORDER."""
     severity = _req(data, "severity", path)
     if severity not in SEVERITY_ORDER:
         raise RuleError(f"{path.name}: severity must be error, warning or info")
     unplanned = data.get("unplanned_severity")
     if unplanned is not None and unplanned not in SEVERITY_ORDER:
         raise RuleError(f"{path.name}: unplanned_severity must be error, warning or info")
+    return severity, unplanned
+
+
+def _roots(data: dict[str, Any], path: Path, code: str) -> tuple[str, ...]:
     roots = data.get("consequence_of", [])
     if not isinstance(roots, list) or any(not isinstance(c, str) or not _CODE.match(c) or c == code for c in roots):
         raise RuleError(f"{path.name}: consequence_of must be a list of other rule codes, e.g. [\"OD110\"]")
+    return tuple(roots)
+
+
+def _scopes(data: dict[str, Any], path: Path) -> list[str]:
     scopes = data.get("scope", ["install", "train"])  # a rule of `check` unless it says otherwise
     scopes = [scopes] if isinstance(scopes, str) else scopes
     if not scopes or any(s not in SCOPES for s in scopes):
         raise RuleError(f"{path.name}: scope must be a subset of {SCOPES}")
-    when, check = data.get("when"), data.get("check")
-    if "build" in scopes:
-        if scopes != ["build"] or when is not None or check is not None:
-            raise RuleError(f"{path.name}: a build rule has scope [\"build\"] only and no 'when' or 'check' "
-                            "(olmo_doctor/build/checks.py decides when it fires)")
-    elif (when is None) == (check is None) and not data.get("signature"):
-        raise RuleError(f"{path.name}: give exactly one of 'when' (an expression) or 'check' (a function name)")
-    if check is not None:
-        from olmo_doctor.rules.registry import resolve
+    return list(scopes)
 
-        if resolve(check) is None:
-            raise RuleError(f"{path.name}: check {check!r} is not a registered check function "
-                            "(olmo_doctor/rules/registry.py lists them)")
+
+def _condition(data: dict[str, Any], path: Path, scopes: list[str]) -> tuple[str | None, str | None]:
+    """`when` (compiled here, so a bad expression fails at load) and `check`."""
+    when, check = data.get("when"), data.get("check")
+    _check_condition(path, scopes, when, check, bool(data.get("signature")))
     if when is not None:
         try:
             compile_expr(when)
         except ExprError as e:
             raise RuleError(f"{path.name}: when: {e}") from None
-    doc = data.get("doc", {})
-    fixes = []
-    for i, fx in enumerate(data.get("fix", [])):
-        app = fx.get("applicability")
-        if app not in APPLICABILITY:
-            raise RuleError(f"{path.name}: fix[{i}].applicability must be one of {APPLICABILITY}")
-        if app != "manual" and "action" not in fx:
-            raise RuleError(f"{path.name}: fix[{i}] is {app} but has no typed 'action' for fix --apply")
-        fixes.append(FixSpec(_req(fx, "title", path), app, tuple(fx.get("commands", [])), fx.get("action")))
-    sigs = []
-    for sg in data.get("signature", []):
-        flags = re.I if sg.get("ignore_case", True) else 0
-        sigs.append(Signature(_req(sg, "pattern", path), flags, float(sg.get("weight", 1.0)), sg.get("role", "cause")))
-    cases = []
-    for i, tc in enumerate(data.get("test", [])):
-        build = tc.get("build", {})
-        if ("build" in scopes) != isinstance(build.get("package") if isinstance(build, dict) else None, str):
-            raise RuleError(f"{path.name}: test[{i}]: a build rule's case names the request it plans, e.g. "
-                            "build = { package = \"flash-attn\" }; the cases of other rules have no 'build'")
-        for key, fires in (("fires", True), ("quiet", False)):
-            if key in tc:
-                cases.append(Case(dict(tc[key]), fires, tc.get("scope"), dict(build)))
-        if "fires" not in tc and "quiet" not in tc:
-            raise RuleError(f"{path.name}: test[{i}] needs 'fires' or 'quiet'")
+    return when, check
+
+
+def _fix(fx: dict[str, Any], i: int, path: Path) -> FixSpec:
+    app = fx.get("applicability")
+    if app not in APPLICABILITY:
+        raise RuleError(f"{path.name}: fix[{i}].applicability must be one of {APPLICABILITY}")
+    if app != "manual" and "action" not in fx:
+        raise RuleError(f"{path.name}: fix[{i}] is {app} but has no typed 'action' for fix --apply")
+    return FixSpec(_req(fx, "title", path), app, tuple(fx.get("commands", [])), fx.get("action"))
+
+
+def _signature(sg: dict[str, Any], path: Path) -> Signature:
+    flags = re.I if sg.get("ignore_case", True) else 0
+    return Signature(_req(sg, "pattern", path), flags, float(sg.get("weight", 1.0)), sg.get("role", "cause"))
+
+
+def _cases(tc: dict[str, Any], i: int, path: Path, scopes: list[str]) -> list[Case]:
+    """The cases of one [[test]] table: a `fires` one, a `quiet` one, or both."""
+    build = tc.get("build", {})
+    if ("build" in scopes) != isinstance(build.get("package") if isinstance(build, dict) else None, str):
+        raise RuleError(f"{path.name}: test[{i}]: a build rule's case names the request it plans, e.g. "
+                        "build = { package = \"flash-attn\" }; the cases of other rules have no 'build'")
+    cases = [Case(dict(tc[key]), fires, tc.get("scope"), dict(build))
+             for key, fires in (("fires", True), ("quiet", False)) if key in tc]
+    if not cases:
+        raise RuleError(f"{path.name}: test[{i}] needs 'fires' or 'quiet'")
+    return cases
+
+
+def _sources(data: dict[str, Any], path: Path) -> tuple[str, ...]:
     sources = data.get("sources", [])
     if not sources:
         raise RuleError(f"{path.name}: every rule needs at least one source")
+    return tuple(sources)
+
+
+def parse_rule(data: dict[str, Any], path: Path, vocabulary: dict[str, Cause] | None = None) -> Rule:
+    """One rule file's TOML, checked section by section in a fixed order: the first problem found is reported."""
+    vocabulary = cause_table() if vocabulary is None else vocabulary
+    code = _code(data, path)
+    cause = _cause(data, path, vocabulary)
+    severity, unplanned = _severities(data, path)
+    roots = _roots(data, path, code)
+    scopes = _scopes(data, path)
+    when, check = _condition(data, path, scopes)
+    doc = data.get("doc", {})
+    fixes = tuple(_fix(fx, i, path) for i, fx in enumerate(data.get("fix", [])))
+    sigs = tuple(_signature(sg, path) for sg in data.get("signature", []))
+    cases = tuple(c for i, tc in enumerate(data.get("test", [])) for c in _cases(tc, i, path, scopes))
+    sources = _sources(data, path)
     return Rule(
         code=code,
         name=_req(data, "name", path),
@@ -205,20 +267,20 @@ def parse_rule(data: dict[str, Any], path: Path, vocabulary: dict[str, Cause] | 
         what=doc.get("what", ""),
         why=doc.get("why", ""),
         example=doc.get("example", ""),
-        fixes=tuple(fixes),
-        signatures=tuple(sigs),
-        sources=tuple(sources),
-        cases=tuple(cases),
+        fixes=fixes,
+        signatures=sigs,
+        sources=sources,
+        cases=cases,
         path=path,
         diagnose=dict(data.get("diagnose", {})),
         unplanned_severity=unplanned,
-        consequence_of=tuple(roots),
+        consequence_of=roots,
     )
 
 
 def load_file(path: Path) -> Rule:
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(read_text(path, "rules"))
     except tomllib.TOMLDecodeError as e:
         raise RuleError(f"{path.name}: not valid TOML: {e}") from None
     return parse_rule(data, path)
@@ -248,11 +310,11 @@ def _database(folder: Path) -> tuple[dict[str, Cause], list[tuple[Path, dict[str
     if isinstance(cached, dict) and len(cached.get("rules", [])) == len(paths):
         table = {slug: Cause(slug, area, meaning) for slug, area, meaning in cached["causes"]}
         return table, list(zip(paths, cached["rules"], strict=True))
-    table = parse_causes(causes_md.read_text(), "known_issues/CAUSES.md")
+    table = parse_causes(read_text(causes_md, "rules"), "known_issues/CAUSES.md")
     data: list[dict[str, Any]] = []
     for path in paths:
         try:
-            data.append(tomllib.loads(path.read_text()))
+            data.append(tomllib.loads(read_text(path, "rules")))
         except tomllib.TOMLDecodeError as e:
             raise RuleError(f"{path.name}: not valid TOML: {e}") from None
         _check_actions(data[-1], path)
@@ -268,6 +330,12 @@ def load_rules(folder: Path | None = None) -> tuple[Rule, ...]:
     if folder is not None:  # a test folder of rules shares the project's causes
         table = cause_table()
     rules = [parse_rule(data, path, table) for path, data in files]
+    _check_codes(rules)
+    return tuple(rules)
+
+
+def _check_codes(rules: list[Rule]) -> None:
+    """Each code is used once, and every consequence_of names a code that exists."""
     seen: dict[str, Path] = {}
     for r in rules:
         if r.code in seen:
@@ -277,7 +345,6 @@ def load_rules(folder: Path | None = None) -> tuple[Rule, ...]:
         unknown = [c for c in r.consequence_of if c not in seen]
         if unknown:
             raise RuleError(f"{r.path.name}: consequence_of names unknown rule(s) {', '.join(unknown)}")
-    return tuple(rules)
 
 
 def find_rule(code_or_name: str) -> Rule | None:

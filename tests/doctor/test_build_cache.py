@@ -1,0 +1,86 @@
+"""The wheel cache: keyed storage, stale keys never match, atomic entries, install of a real local wheel."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from olmo_doctor.build import cache
+from olmo_doctor.build.plan import BuildRequest, plan_build
+from olmo_doctor.build.recipes import find_recipe
+from tests.machines import H200
+
+FA = find_recipe("flash-attn")
+WHEEL_FILE = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+
+
+def _plan(facts=H200, **req):
+    return plan_build(facts, FA, BuildRequest(package="flash-attn", **req))
+
+
+def _wheel(directory: Path, name: str = "olmo_doctor_cachetest", version: str = "1.0+olmo.hd128.bf16") -> Path:
+    """A minimal valid pure-Python wheel (stands in for a compiled flash-attn wheel)."""
+    dist = f"{name}-{version}"
+    path = directory / f"{dist}-py3-none-any.whl"
+    files = {
+        f"{name}/__init__.py": b"VALUE = 42\n",
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{dist}.dist-info/WHEEL": WHEEL_FILE,
+    }
+    record = (
+        "".join(
+            f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b'=').decode()},{len(b)}\n"
+            for n, b in files.items()
+        )
+        + f"{dist}.dist-info/RECORD,,\n"
+    )
+    with zipfile.ZipFile(path, "w") as z:
+        for n, b in files.items():
+            z.writestr(n, b)
+        z.writestr(f"{dist}.dist-info/RECORD", record)
+    return path
+
+
+def test_store_then_lookup_same_key(tmp_path: Path) -> None:
+    plan = _plan()
+    assert cache.lookup(plan, tmp_path) is None
+    stored = cache.store(plan, _wheel(tmp_path), {"wall_s": 97.0}, root=tmp_path)
+    assert stored.parent.name == plan.cache_digest and stored.is_file()
+    assert cache.lookup(_plan(), tmp_path) == stored
+    assert not list(stored.parent.parent.glob(".tmp-*"))  # the temp dir was renamed into place
+
+
+def test_new_torch_or_arch_misses_the_cache(tmp_path: Path) -> None:
+    cache.store(_plan(), _wheel(tmp_path), root=tmp_path)
+    assert cache.lookup(_plan({**H200, "torch.version": "2.12.0+cu130"}), tmp_path) is None
+    assert cache.lookup(_plan({**H200, "gpu.0.compute_capability": "10.0"}), tmp_path) is None
+    assert cache.lookup(_plan(subset="olmo"), tmp_path) is None
+
+
+def test_tampered_key_is_not_trusted(tmp_path: Path) -> None:
+    plan = _plan()
+    stored = cache.store(plan, _wheel(tmp_path), root=tmp_path)
+    (stored.parent / "key.json").write_text('{"torch": "something else"}')
+    assert cache.lookup(plan, tmp_path) is None
+
+
+def test_install_from_cache_installs_the_wheel(tmp_path: Path) -> None:
+    stored = cache.store(_plan(), _wheel(tmp_path), root=tmp_path)
+    try:
+        proc = cache.install(stored, sys.executable)
+        assert proc.returncode == 0, proc.stderr
+        out = subprocess.run(
+            [sys.executable, "-c", "import olmo_doctor_cachetest as m; print(m.VALUE)"],
+            capture_output=True,
+            text=True,
+        )
+        assert out.stdout.strip() == "42"
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "uninstall", "-y", "-q", "olmo_doctor_cachetest"],
+            capture_output=True,
+        )
