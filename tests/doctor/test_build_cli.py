@@ -57,6 +57,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(has_nvidia_smi_gpu(), reason="on a GPU machine this would start a real build")
 def test_machine_without_gpu_is_refused_without_compiling() -> None:
     plan = json.loads(_cli("--dry-run", "--json").stdout)["plans"][0]

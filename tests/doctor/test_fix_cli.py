@@ -38,6 +38,7 @@ def make_writable(path: Path) -> None:
     path.chmod(0o755)
 
 
+@pytest.mark.slow
 def test_read_only_project_is_refused_and_nothing_changes(sandbox: Sandbox) -> None:
     freeze = sandbox.freeze()
     make_read_only(sandbox.project)
@@ -123,6 +124,7 @@ def test_undo_refuses_to_overwrite_later_edits(sandbox: Sandbox) -> None:
     assert code == 2 and "changed after fix" in line and "MINE=1" in env_path.read_text()
 
 
+@pytest.mark.slow
 def test_undo_goes_newest_first(sandbox: Sandbox) -> None:
     assert cli("fix", "--apply", "--only", "OD901")[0] == 1
     assert cli("fix", "--apply", "--only", "OD902")[0] == 0  # the re-check sources env.sh: no error left

@@ -123,6 +123,7 @@ def test_a_hard_linked_env_sh_is_refused_and_never_copied(project: Path, tmp_pat
     assert copied == []
 
 
+@pytest.mark.slow
 def test_a_signed_entry_from_project_a_is_refused_in_project_b(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     for p in (a, b):

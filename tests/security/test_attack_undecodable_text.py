@@ -99,6 +99,7 @@ def test_every_command_runs_in_a_project_folder_named_with_an_xff_byte(tmp_path:
     no_traceback(doctor(project, tmp_path, "diagnose", str(log), "--here"))
 
 
+@pytest.mark.slow
 def test_a_project_folder_named_with_an_xff_byte(tmp_path: Path) -> None:
     project = xff_project(tmp_path)
     out = no_traceback(doctor(project, tmp_path, "fix", "--apply", "--only", "env"))

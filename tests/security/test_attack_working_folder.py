@@ -77,6 +77,7 @@ def test_diagnose_here_runs_nothing_from_the_folder(hostile: Hostile, tmp_path: 
     nothing_ran(hostile, proc)
 
 
+@pytest.mark.slow
 def test_fix_dry_run_shows_the_project_lines_it_will_not_apply(hostile: Hostile, tmp_path: Path) -> None:
     proc = run(hostile, tmp_path, str(BIN / "olmo-doctor"), "fix", "--only", "env")
     nothing_ran(hostile, proc)
@@ -86,6 +87,7 @@ def test_fix_dry_run_shows_the_project_lines_it_will_not_apply(hostile: Hostile,
     assert "LD_PRELOAD" not in applies and "PYTHONPATH" not in applies
 
 
+@pytest.mark.slow
 def test_fix_apply_recheck_applies_none_of_the_projects_exports(hostile: Hostile, tmp_path: Path) -> None:
     """fix --apply writes its own block (keeping the project's lines, as it keeps any user line), then re-checks
     with only its own lines applied; --undo then runs pip (freeze) again. Nothing planted runs in either."""

@@ -300,6 +300,7 @@ def test_a_journal_member_that_is_not_a_regular_file_is_refused(world: tuple[Pat
     assert (project / ".olmo-doctor" / "env.sh").read_bytes() == NEW
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "dir"])
 def test_an_env_file_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
     env = tmp_path / ".olmo-doctor" / "env.sh"

@@ -23,6 +23,7 @@ def gen(monkeypatch: pytest.MonkeyPatch) -> object:
     return prepare_corpus
 
 
+@pytest.mark.slow
 def test_generated_corpus_is_seeded_and_web_like(tmp_path: Path, gen: object,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gen, "FILE_BYTES", 150_000)  # several files from a small corpus

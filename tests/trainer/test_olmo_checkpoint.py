@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from olmo import checkpoint
@@ -78,6 +79,7 @@ def _check_latest(run: Path) -> int:
     return step
 
 
+@pytest.mark.slow
 def test_sigkill_during_save_never_breaks_latest(tmp_path: Path) -> None:
     rng = random.Random(0)
     mid_save, last_step = 0, 0

@@ -67,6 +67,7 @@ def _close(got: dict[int, float], ref: TrainResult, steps: range) -> None:
         assert abs(got[step] - ref.losses[step - 1]) <= TOL, (step, got[step], ref.losses[step - 1])
 
 
+@pytest.mark.slow
 def test_fsdp_matches_one_process_then_resumes_on_one(
     reference: TrainResult, tiny_data: Path, tmp_path: Path, micro: Callable[..., TrainConfig]
 ) -> None:

@@ -69,6 +69,7 @@ def test_the_gate_names_root_problems_in_one_line(monkeypatch: pytest.MonkeyPatc
     assert "first fix: ulimit -v unlimited" in line
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="on a GPU machine a cuda plan may be fine")
 def test_smoke_on_cuda_without_a_gpu_is_refused_in_one_line(cli: Callable[..., tuple[int, str, str]],
                                                            tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
