@@ -27,12 +27,12 @@ from olmo_doctor.compat.wheels import (
     LATEST_TORCH,
     TORCH_PYTHON,
     Index,
-    covers,
     driver_has_wheel,
     driver_runs,
     gpu_has_wheel,
     python_fits,
     python_verdict,
+    torch_build_covers,
 )
 
 
@@ -65,7 +65,8 @@ def _fits(indexes: Sequence[Index], driver: object, ccs: list[str], python: obje
     """Among these indexes, the one the driver runs, whose kernels cover every GPU and which has wheels for the
     Python, offering the newest torch (then the newest CUDA, then PyPI as the simplest); None when none does."""
     fits = [i for i in indexes if (driver is None or driver_runs(i, driver))
-            and all(covers(i.archs(arch), cc) for cc in ccs) and python_fits(python, i.torch_last) is not False]
+            and all(torch_build_covers(i.archs(arch), cc) for cc in ccs)
+            and python_fits(python, i.torch_last) is not False]
     return max(fits, key=lambda i: (release(i.torch_last), release(i.cuda), i.url is None)) if fits else None
 
 

@@ -137,6 +137,20 @@ def _runs_on(arch: str, mm: tuple[int, int]) -> bool:
     return (m.group(1) == "sm" and am[0] == mm[0] and am[1] <= mm[1]) or (m.group(1) == "compute" and am <= mm)
 
 
+def torch_build_covers(archs: object, cc: object) -> bool | None:
+    """Does a torch build with this arch list run on this GPU, as torch itself judges it? PTX of an older major
+    is not counted: the driver could JIT it (what `covers` allows for an extension built by the toolkit at hand),
+    but torch's own check counts only entries of the GPU's major (torch/cuda/__init__.py `_check_cubins` warns
+    "... is not compatible with the current PyTorch installation"), and what the build bundles (cuBLAS, cuDNN,
+    SASS-only CUTLASS kernels) has no code for an architecture newer than its CUDA: a cu118 torch listing
+    compute_37 fails on an RTX 50xx with "no kernel image is available". None as for `covers`."""
+    mm = major_minor(cc)
+    if not isinstance(archs, (list, tuple)) or not archs or mm is None:
+        return None
+    return any(_runs_on(str(a), mm) and (m := _ARCH.match(str(a))) is not None and int(m.group(2)) == mm[0]
+               for a in archs)
+
+
 def driver_runs(index: Index, driver: object) -> bool:
     """Does this driver run the index's wheels? (A CPU build runs anywhere.)"""
     return index.driver_floor is None or (bool(release(driver)) and release(driver) >= release(index.driver_floor))
@@ -170,7 +184,7 @@ def gpu_has_wheel(cc: object, arch: str = "x86_64") -> bool | None:
     """Does any current CUDA wheel carry kernels for this compute capability? None when the cc is unknown."""
     if major_minor(cc) is None:
         return None
-    return any(covers(i.archs(arch), cc) for i in CURRENT_GPU_INDEXES)
+    return any(torch_build_covers(i.archs(arch), cc) for i in CURRENT_GPU_INDEXES)
 
 
 def driver_has_wheel(driver: object) -> bool | None:

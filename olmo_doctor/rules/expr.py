@@ -197,6 +197,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min_nvcc_for_cc": _table(nvcc.min_nvcc_for_cc),
     "flash_attn_arch": _table(kernels.flash_attn_arch),
     "arch_list_covers": _table(wheels.covers),
+    "torch_build_covers": _table(wheels.torch_build_covers),
     "gpu_name_to_cc": _table(gpus.name_to_cc),
     "torch_default_cuda": _table(wheels.pypi_default_cuda),
     "sm": _table(nvcc.cc_to_sm),

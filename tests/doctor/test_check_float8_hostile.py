@@ -39,6 +39,7 @@ def test_a_long_but_real_version_is_kept() -> None:
     assert clean({"torch.version": version})["torch.version"] == version
 
 
+@pytest.mark.slow
 def test_check_renders_a_hostile_torchao_dist_info_inert(tmp_path: Path) -> None:
     site = tmp_path / "site"
     (site / "torchao-0.7.0[bold red]X[blink]\x1b[31m\x1b]0;pwn\x07\nOD999.dist-info").mkdir(parents=True)

@@ -93,6 +93,7 @@ def test_from_report_plans_for_that_machine(monkeypatch: pytest.MonkeyPatch, tmp
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_tampered_journal_is_refused(sandbox: Sandbox) -> None:
     assert cli("fix", "--apply", "--only", "OD901")[0] == 1
     [entry] = journal_ids(sandbox)

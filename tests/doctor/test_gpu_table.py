@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from olmo_doctor.compat import gpus, release
+from olmo_doctor.compat import gpus, release, wheels
 from olmo_doctor.rules.expr import FUNCTIONS
 
 CASES = [
@@ -101,3 +101,25 @@ def test_old_nvidia_smi_without_compute_cap_uses_the_table() -> None:
     assert facts["gpu.count"] == 2 and facts["driver.version"] == "470.57.02"
     assert (facts["gpu.0.compute_capability"], facts["gpu.1.compute_capability"]) == ("3.7", "7.0")
     assert facts["gpu.1.memory_gb"] == 16.9
+
+
+# torch's arch lists as its capability warning prints them (tests/fixtures/report_corpus 05 and 75: an RTX 5080 and
+# 5090 with a CUDA 11 torch, "sm_37 ... sm_90 compute_37"; both threads settled by a torch built for sm_120).
+CUDA11_TORCH = ["sm_37", "sm_50", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "compute_37"]
+
+
+@pytest.mark.parametrize(("archs", "cc", "torch_runs", "ptx_runs"), [
+    (CUDA11_TORCH, "12.0", False, True),    # old PTX: the driver could JIT it, torch and its libraries do not
+    (CUDA11_TORCH, "10.0", False, True),
+    (CUDA11_TORCH, "8.9", True, True),      # sm_80/sm_86 cubins run on 8.9 (same major, higher minor)
+    (["sm_80", "compute_80"], "9.0", False, True),   # an extension built with 8.0+PTX JIT-compiles on an H100
+    (["sm_90", "compute_90"], "9.0", True, True),
+    (["sm_75", "sm_120", "compute_120"], "12.1", True, True),  # GB10 on a cu128/cu130 wheel
+    (["sm_86"], "8.0", False, False),       # a cubin never runs on a lower minor
+    (["sm_90"], "10.0", False, False),
+])
+def test_torch_counts_only_its_gpus_major_while_an_extensions_ptx_runs_on_later_gpus(
+        archs: list[str], cc: str, torch_runs: bool, ptx_runs: bool) -> None:
+    assert wheels.torch_build_covers(archs, cc) is torch_runs
+    assert wheels.covers(archs, cc) is ptx_runs
+    assert wheels.torch_build_covers([], cc) is None and wheels.torch_build_covers(archs, "?") is None

@@ -138,6 +138,7 @@ def test_a_cpu_build_on_the_default_index_is_taken(tmp_path: Path) -> None:
                   "2.9.1+cpu", "extra fp8: installed (torchao==0.15.0"),
     ("2.4.1+cpu", "extra olmo-core: skipped", "extra fp8: skipped: no torchao release is made for torch 2.4.1+cpu"),
 ])
+@pytest.mark.slow
 def test_each_extra_is_said_installed_or_skipped_with_why(torch: str, core: str, fp8: str, tmp_path: Path) -> None:
     code, out, err, log = _install(tmp_path, "cpu", torch=torch)
     assert code == 0, (out, err)

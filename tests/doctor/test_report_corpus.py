@@ -35,12 +35,6 @@ META = {"facts.partial", "facts.refused", "gpu.source", "plan.device"}  # what t
 
 # file -> why the verdict misses what the thread settled (kept short: the reason, not the story)
 MISSES: dict[str, str] = {
-    # torch's warning lists compute_37 (PTX) beside sm_37 .. sm_90. The GPU table (compat.wheels.covers) holds
-    # that PTX JIT-compiles for any newer GPU, so OD140 finds the list covers sm_120; torch's own check counts only
-    # sm_ entries. The reader hands both facts over exactly as printed; the rule's PTX reading decides.
-    "05-blackwell-5080-compute37.txt": "arch list with compute_37 PTX counts as covering sm_120 in the GPU table",
-    # the same family from another thread (an app bundling a CUDA 11 torch): facts read right, the PTX reading decides
-    "75-blackwell-compute37-bundled-app.txt": "arch list with compute_37 PTX counts as covering sm_120 (as 05)",
     # The paste states torch twice: the issue template's "PyTorch 2.0.1+cu121" and xformers' "(you have
     # 2.1.0+cu121)". Two values leave torch unknown (a wrong fact is worse than none), and no xformers version is
     # stated; OD240 needs both, so the verdict names xformers' build torch but cannot compare it.

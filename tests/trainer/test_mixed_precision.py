@@ -172,6 +172,7 @@ def test_total_norm_accumulates_in_fp32_across_dtypes() -> None:
     assert abs(total_norm([a, b]).item() - expected) < 1e-3 * expected
 
 
+@pytest.mark.slow
 def test_compiled_blocks_route_gradients_to_the_copies() -> None:
     model = _tiny()
     opt = build_optimizer(model, OptimConfig(fused=False), torch.device("cpu"), copies_dtype=torch.bfloat16)

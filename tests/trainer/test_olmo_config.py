@@ -148,6 +148,7 @@ def test_shipped_recipes_load_and_validate() -> None:
     assert load_recipe("olmo2_60m_short:cpu_debug").model.n_layers == 4
 
 
+@pytest.mark.slow
 def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path, tiny_data: Path, cli: Callable[..., tuple[int, str, str]]
                                           ) -> None:
     (tmp_path / "vocab.yaml").write_text(f"model: olmo2_60m\ndata: {{paths: [{tiny_data}], seq_len: 128}}\n"

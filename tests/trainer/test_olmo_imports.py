@@ -24,6 +24,7 @@ def test_recipes_are_found_by_path_in_a_checkout_and_in_a_wheel(tmp_path: Path,
     assert recipe.recipes_dir() == tmp_path / "olmo_doctor" / "recipes"
 
 
+@pytest.mark.slow
 def test_olmo_works_with_olmo_doctor_unimportable() -> None:
     """With every olmo_doctor import failing, `olmo train NAME --dry-run` still finds a shipped recipe by name."""
     code = ("import sys; sys.modules['olmo_doctor'] = None\n"  # None in sys.modules: any import of it raises

@@ -81,7 +81,8 @@ def _smoke_limited(entry: list[str], limit_kib: int, tmp_path: Path) -> subproce
 
 @needs_proc
 @pytest.mark.parametrize("entry", [["-c", CONSOLE_SCRIPT], ["-m", "olmo"]], ids=["olmo", "python -m olmo"])
-@pytest.mark.parametrize("times", [1.0, 1.2, 1.5, 2.0])
+@pytest.mark.parametrize("times", [1.0, pytest.param(1.2, marks=pytest.mark.slow),
+                                   pytest.param(1.5, marks=pytest.mark.slow), 2.0])
 def test_a_limit_that_fails_an_import_is_one_line(tmp_path: Path, entry: list[str], times: float) -> None:
     """Limits from what Python needs to import olmo's command line up to twice that: the process runs out of room
     while it imports (a library that cannot be mapped, a module that cannot be compiled), in the gate's threads,

@@ -43,6 +43,7 @@ def wandb(monkeypatch: pytest.MonkeyPatch) -> FakeWandb:
     return fake
 
 
+@pytest.mark.slow
 def test_resume_continues_the_same_wandb_run(wandb: FakeWandb, tmp_path: Path, tiny_data: Path,
                                              micro: Callable[..., TrainConfig]) -> None:
     from olmo.train import train
