@@ -179,6 +179,8 @@ FACT_KEYS: dict[str, str] = {
     "xformers.import_ok": "whether xformers' C++/CUDA ops load against this torch",
     "xformers.import_error": "the import error, if any (first line)",
     "xformers.built_for_torch": "torch version xformers was built for (its build metadata)",
+    "xformers.torch_seen": "the torch xformers found when it failed to load (its warning's \"you have X\"): what is "
+                           "installed, as xformers saw it, even where a report states torch otherwise",
     "xformers.has_cpp_library": "whether xformers reports its compiled C++/CUDA library as loaded",
     # float8 training (`precision: fp8`, olmo/nn/float8.py): torchao's Float8Linear
     "torchao.version": "installed torchao version",

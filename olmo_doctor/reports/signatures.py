@@ -258,7 +258,8 @@ def _you_have(line: str, j: int) -> list[Observation]:
     """What one of xformers' "(you have ...)" lines says: the torch it was built for and this one, or Python's."""
     if m := _XF_TORCH.search(line):
         return [Observation("xformers.built_for_torch", m.group(1), j, line),
-                Observation("torch.version", m.group(2), j, line)]
+                Observation("torch.version", m.group(2), j, line),
+                Observation("xformers.torch_seen", m.group(2), j, line)]
     if m := _XF_PYTHON.search(line):
         return [Observation("python.version", m.group(2), j, line)]
     return []

@@ -35,10 +35,6 @@ META = {"facts.partial", "facts.refused", "gpu.source", "plan.device"}  # what t
 
 # file -> why the verdict misses what the thread settled (kept short: the reason, not the story)
 MISSES: dict[str, str] = {
-    # The paste states torch twice: the issue template's "PyTorch 2.0.1+cu121" and xformers' "(you have
-    # 2.1.0+cu121)". Two values leave torch unknown (a wrong fact is worse than none), and no xformers version is
-    # stated; OD240 needs both, so the verdict names xformers' build torch but cannot compare it.
-    "14-xformers-built-for-other-torch.txt": "two torch versions stated (template vs xformers' 'you have')",
     # "im using xformers==0.0.27.post2 ... but latest xformers==0.0.28.dev895 from pypi also worked": two versions of
     # one package, both said to work; the reader leaves a fact stated twice differently unknown (a wrong one is
     # worse), where the thread's own reading is the first. No general cue tells "also worked" from "is installed".
