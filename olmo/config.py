@@ -416,12 +416,17 @@ def _check_attention_backend(model: ModelConfig) -> None:
 
 
 def _check_local_paths(cfg: TrainConfig) -> None:
-    """A URL where a path goes (`run_dir: s3://bucket/run`) is refused: olmo would write a local `s3:` folder."""
+    """A URL where a path goes (`run_dir: s3://bucket/run`) is refused: olmo would write a local `s3:` folder; so is
+    an empty one, which would be the working folder."""
     from olmo.fsutil import check_local
 
     named = [("run_dir", cfg.run_dir), ("init_from", cfg.init_from)]
     named += [("data.paths", p) for p in cfg.data.paths] + [("data.val_paths", p) for p in cfg.data.val_paths]
     for name, value in named:
+        if value is not None and not str(value).strip():
+            # an unset shell variable (`--set run_dir=$RUN`): never the working folder, which holds other files
+            raise ConfigError(f"{name} is empty; give a folder (e.g. runs/my-run)"
+                              + (", or leave init_from out" if name == "init_from" else ""))
         if value is not None:
             check_local(value, name)
 

@@ -70,18 +70,22 @@ class StepShape(Protocol):
     def flops_per_step(self) -> int: ...
 
 
-def _floats(obj: Any, prefix: str = "") -> list[tuple[str, float]]:
-    """(dotted name, value) of every float in `obj`'s dataclass fields, lists included."""
-    out: list[tuple[str, float]] = []
+def _numbers(obj: Any, kind: type, prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted name, value) of every number of `kind` (float or int; a bool is neither) in `obj`'s dataclass
+    fields, lists included."""
+    def of_kind(v: object) -> bool:
+        return isinstance(v, kind) and not isinstance(v, bool)
+
+    out: list[tuple[str, Any]] = []
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         name = prefix + f.name
         if dataclasses.is_dataclass(value):
-            out += _floats(value, name + ".")
-        elif isinstance(value, float):
+            out += _numbers(value, kind, name + ".")
+        elif of_kind(value):
             out.append((name, value))
         elif isinstance(value, list):
-            out += [(f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, float)]
+            out += [(f"{name}[{i}]", v) for i, v in enumerate(value) if of_kind(v)]
     return out
 
 
@@ -90,11 +94,24 @@ def field_value(cfg: object, dotted: str) -> Any:
     return functools.reduce(getattr, dotted.split("."), cfg)
 
 
+def shown_int(value: int) -> str:
+    """An integer for a message: in full when short, else its sign, leading digits and length (a 10,000-digit
+    value must not become a 10,000-character line)."""
+    if value.bit_length() <= 64:
+        return f"{value:,}"
+    return f"{'-' if value < 0 else ''}a number of about {int(value.bit_length() * math.log10(2)) + 1:,} digits"
+
+
 def check_numbers(cfg: object) -> None:
     """ConfigError naming the first field of a TrainConfig that is NaN/infinite or outside the range it can have."""
-    for name, value in _floats(cfg):
+    for name, value in _numbers(cfg, float):
         if not math.isfinite(value):
             raise ConfigError(f"{name} must be a finite number (got {value})")
+    # every whole number, a field added later included: a seed or count past 2**53 is a typo, and one past 2**64
+    # would reach torch.manual_seed or a tensor size as an overflow traceback
+    for name, value in _numbers(cfg, int):
+        if abs(value) > MAX_COUNT:
+            raise ConfigError(f"{name} ({shown_int(value)}) is more than olmo counts to (at most {MAX_COUNT:,})")
     for names, refused, message in RANGES:
         for name in names:
             value = field_value(cfg, name)

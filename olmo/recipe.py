@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
+import re
 import sys
 import types
 from collections.abc import Callable
@@ -245,7 +246,12 @@ def _to_bool(value: Any) -> bool:
 def _to_int(value: Any) -> int:
     if isinstance(value, bool):
         raise _NotA
-    f = float(str(value).replace("_", ""))  # "1e6" and "1_000" are whole numbers too
+    if isinstance(value, int):
+        return value  # exact, however large: the range checks name what is too big
+    text = str(value).replace("_", "")
+    if re.fullmatch(r"[+-]?\d{1,400}", text.strip()):
+        return int(text)
+    f = float(text)  # "1e6" is a whole number too
     if not f.is_integer():
         raise _NotA
     return int(f)
@@ -258,8 +264,8 @@ def _to_float(value: Any) -> float:
 
 
 def _to_str(value: Any) -> str:
-    if isinstance(value, dict | list):
-        raise _NotA
+    if value is None or isinstance(value, dict | list):  # YAML's null (`--set run_dir=` with only spaces) is no
+        raise _NotA                                     # text: never the folder "None"
     return str(value)
 
 

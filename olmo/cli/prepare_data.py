@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
+WORKERS_PER_CPU = 4  # more worker processes than this per usable CPU only add start-up and memory
+
 
 @jsonout.command
 def prepare_data(
@@ -68,7 +70,12 @@ def prepare_data(
     from olmo.cli.progress import bytes_bar
     from olmo.data import prepare as data_prep
 
-    workers = workers or data_prep.pipe.usable_cpus()
+    cpus = data_prep.pipe.usable_cpus()
+    if workers is not None and workers > WORKERS_PER_CPU * cpus:
+        # each worker is a process and each encoder a thread pool of that size: 100,000 of them hang the machine
+        raise OlmoError(f"--workers {workers:,} is more than this machine can use: it has {cpus} usable CPU(s); give "
+                        f"at most {WORKERS_PER_CPU * cpus}, or leave the option out for one per CPU")
+    workers = workers or cpus
     # Small inputs are encoded in this process, by the tokenizer's own thread pool: the same core budget.
     os.environ["RAYON_NUM_THREADS"] = str(workers)  # read when the tokenizer first encodes
     os.environ["TOKENIZERS_PARALLELISM"] = "true"
