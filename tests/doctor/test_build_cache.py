@@ -2,47 +2,15 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
+from build_cache_stand_ins import flash_attn_plan as _plan
+from build_cache_stand_ins import stand_in_wheel as _wheel
+
 from olmo_doctor.build import cache
-from olmo_doctor.build.plan import BuildRequest, plan_build
-from olmo_doctor.build.recipes import find_recipe
 from tests.machines import H200
-
-FA = find_recipe("flash-attn")
-WHEEL_FILE = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-
-
-def _plan(facts=H200, **req):
-    return plan_build(facts, FA, BuildRequest(package="flash-attn", **req))
-
-
-def _wheel(directory: Path, name: str = "olmo_doctor_cachetest", version: str = "1.0+olmo.hd128.bf16") -> Path:
-    """A minimal valid pure-Python wheel (stands in for a compiled flash-attn wheel)."""
-    dist = f"{name}-{version}"
-    path = directory / f"{dist}-py3-none-any.whl"
-    files = {
-        f"{name}/__init__.py": b"VALUE = 42\n",
-        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
-        f"{dist}.dist-info/WHEEL": WHEEL_FILE,
-    }
-    record = (
-        "".join(
-            f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b'=').decode()},{len(b)}\n"
-            for n, b in files.items()
-        )
-        + f"{dist}.dist-info/RECORD,,\n"
-    )
-    with zipfile.ZipFile(path, "w") as z:
-        for n, b in files.items():
-            z.writestr(n, b)
-        z.writestr(f"{dist}.dist-info/RECORD", record)
-    return path
 
 
 def test_store_then_lookup_same_key(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from test_build_cache import _plan, _wheel
+from build_cache_stand_ins import flash_attn_plan as _plan
+from build_cache_stand_ins import stand_in_wheel as _wheel
 
 from olmo_doctor.build import cache
 from olmo_doctor.build.plan import BuildRequest, plan_build
