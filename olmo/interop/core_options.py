@@ -31,6 +31,19 @@ class Option:
 
 
 _RMS = ("rms", "fused_rms", "cute_rms")  # OLMo-core's RMSNorm and its two kernels of the same math
+
+
+def _rms_norm(prefix: str, eps: str = "norm_eps (one eps for every norm)",
+              hf_eps: str = "rms_norm_eps (one eps)") -> tuple[Option, ...]:
+    """The rows of one LayerNormConfig (the block's, QK-norm's, the head's): an RMSNorm with weights, no bias."""
+    return (Option(f"{prefix}.name", "same", "RMSNorm", "RMSNorm", _RMS),
+            Option(f"{prefix}.eps", "shape", eps, hf_eps),
+            Option(f"{prefix}.elementwise_affine", "same", "norm weights", "norm weights", (None, True)),
+            Option(f"{prefix}.bias", "off", "no norm bias", "none"),
+            Option(f"{prefix}.full_precision", "runtime", "norms computed in fp32", "fp32"),
+            Option(f"{prefix}.dtype", "runtime", "weights cast to fp32", "-"))
+
+
 OPTIONS: tuple[Option, ...] = (
     Option("name", "same", "the default transformer", "Olmo2/Olmo3", ("default",)),
     Option("d_model", "shape", "d_model", "hidden_size"),
@@ -50,12 +63,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("block.name", "same", "reordered-norm block (OLMo 2/3)", "post-norm decoder layer", ("reordered_norm",)),
     Option("block.layer_norm", "shape", "RMSNorm after attention and after the MLP (required)",
            "post_attention/post_feedforward_layernorm"),
-    Option("block.layer_norm.name", "same", "RMSNorm", "RMSNorm", _RMS),
-    Option("block.layer_norm.eps", "shape", "norm_eps", "rms_norm_eps"),
-    Option("block.layer_norm.elementwise_affine", "same", "norm weights", "norm weights", (None, True)),
-    Option("block.layer_norm.bias", "off", "no norm bias", "none"),
-    Option("block.layer_norm.full_precision", "runtime", "norms computed in fp32", "fp32"),
-    Option("block.layer_norm.dtype", "runtime", "weights cast to fp32", "-"),
+    *_rms_norm("block.layer_norm", "norm_eps", "rms_norm_eps"),
     Option("block.dropout", "train", "no dropout", "-"),
     Option("block.attention_residual_alpha", "off", "residual added unscaled", "none"),
     Option("block.feed_forward_residual_alpha", "off", "residual added unscaled", "none"),
@@ -75,12 +83,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("attn.gate", "off", "no attention output gate", "none"),
     Option("attn.clip_qkv", "off", "q/k/v not clipped", "none in Olmo2/Olmo3"),
     Option("attn.qk_norm", "shape", "qk_norm (RMSNorm over the whole q and k)", "q_norm/k_norm"),
-    Option("attn.qk_norm.name", "same", "RMSNorm", "RMSNorm", _RMS),
-    Option("attn.qk_norm.eps", "shape", "norm_eps (one eps for every norm)", "rms_norm_eps (one eps)"),
-    Option("attn.qk_norm.elementwise_affine", "same", "norm weights", "norm weights", (None, True)),
-    Option("attn.qk_norm.bias", "off", "no norm bias", "none"),
-    Option("attn.qk_norm.full_precision", "runtime", "norms computed in fp32", "fp32"),
-    Option("attn.qk_norm.dtype", "runtime", "weights cast to fp32", "-"),
+    *_rms_norm("attn.qk_norm"),
     Option("attn.use_head_qk_norm", "off", "QK-norm over the whole projection", "whole projection"),
     Option("attn.qk_norm_per_head_gains", "off", "one QK-norm weight per channel", "none"),
     Option("attn.dropout", "train", "no dropout", "attention_dropout 0"),
@@ -107,12 +110,7 @@ OPTIONS: tuple[Option, ...] = (
            (None, 1, 1.0)),
     Option("lm_head.name", "same", "linear head after a final norm", "lm_head + model.norm", ("default",)),
     Option("lm_head.layer_norm", "shape", "final RMSNorm (required)", "model.norm"),
-    Option("lm_head.layer_norm.name", "same", "RMSNorm", "RMSNorm", _RMS),
-    Option("lm_head.layer_norm.eps", "shape", "norm_eps (one eps for every norm)", "rms_norm_eps (one eps)"),
-    Option("lm_head.layer_norm.elementwise_affine", "same", "norm weights", "norm weights", (None, True)),
-    Option("lm_head.layer_norm.bias", "off", "no norm bias", "none"),
-    Option("lm_head.layer_norm.full_precision", "runtime", "norms computed in fp32", "fp32"),
-    Option("lm_head.layer_norm.dtype", "runtime", "weights cast to fp32", "-"),
+    *_rms_norm("lm_head.layer_norm"),
     Option("lm_head.bias", "off", "no head bias", "none"),
     Option("lm_head.dtype", "runtime", "weights cast to fp32", "-"),
     Option("lm_head.loss_implementation", "runtime", "olmo's fused cross-entropy", "-"),
