@@ -8,9 +8,9 @@
 - the router and one branch file compile as hopper/setup.py compiles them; nm shows the router defines what
   flash_api calls and only references the branch entries, and the branch defines its entry with its kernels.
 
-Marked slow and upstream: the source comes from bench/fetch_sources.sh's carried tarball when present, else from
-GitHub's archives of the two pinned commits (fails loudly when neither is there: no package registry serves
-FA3's hopper/ sources, so .ci/run selects these only where one of the two is); skipped only without a toolkit.
+Marked slow and upstream: the source comes from bench/fetch_sources.sh's carried tarball when present (which is
+where .ci/run selects these), else from GitHub's archives of the two pinned commits (fails loudly when neither
+is there: no package registry serves FA3's hopper/ sources); skipped only without a toolkit.
 """
 
 from __future__ import annotations
