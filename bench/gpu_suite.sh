@@ -7,6 +7,10 @@
 #       WAVE3_LIMIT seconds (default 530), then one summary table; NVCC_TIME=1 records nvcc's phase times
 #     kernels, kernels-all and olmo3 need the carried sources and wheels of bench/fetch_sources.sh (.bench/, .whl/);
 #     scale needs 2+ GPUs: the nvidia-h200-x2 kind
+#     levers: issue 29's speed levers one at a time on OLMo 3 7B (8 layers, 1 x 8192, FA3 on both): FA3 built
+#       first unless .gpuwheels/ carries it (the optimizer-overlap bench and the fp8 GPU tests run beside the
+#       build), then LEVER_IMPLS side by side within LEVERS_LIMIT seconds (default 570); the FA3 wheel comes back
+#       in 15 MiB parts (cat them into .gpuwheels/ for the next run)
 # Results go to $OUT (the device tool's output folder) or ./bench-out. Carried wheels in .whl/ (OLMo-core and its
 # pure-Python deps) are installed into /tmp/site; our package is installed editable without touching the image's
 # packages.
@@ -77,6 +81,32 @@ if [ "$what" = wave3 ]; then
   python3 bench/wave3_summary.py "$out" | tee "$out/summary.md"
   (cd "$out" && tar czf kernels_all_logs.tgz build_*.json build_*.log kernels_all.json install.log 2>/dev/null \
     && rm -f build_*.json build_*.log kernels_all.json install.log)
+fi
+if [ "$what" = levers ]; then
+  limit="${LEVERS_LIMIT:-570}"
+  command -v git >/dev/null || { mkdir -p /tmp/nogit && printf '#!/bin/sh\nexit 0\n' >/tmp/nogit/git \
+    && chmod +x /tmp/nogit/git && export PATH="/tmp/nogit:$PATH"; }
+  bpid=""
+  if ! python3 -c 'import flash_attn_interface' 2>/dev/null; then
+    python3 bench/build_kernels.py --package flash-attn-3 --sdist .bench/flash-attention-3-0251105a.tar.gz \
+      --keep-cache --json "$out/fa3.json" >"$out/fa3.log" 2>&1 & bpid=$!
+  fi
+  echo "== the optimizer beside the GEMMs (two streams); ${SECONDS} s in"
+  python3 bench/overlap.py 2>&1 | tee "$out/overlap.txt"
+  echo "== gpu tests: fp8 (copies, fused projections) and the CUDA-graph step"
+  python3 -m pytest -q -m gpu tests/trainer/test_olmo_gpu.py -k "fp8 or cuda_graph" 2>&1 | tail -3
+  if [ -n "$bpid" ]; then
+    wait "$bpid"; echo "FA3 build exit $? at ${SECONDS} s"; grep -E "GPU check|PASS|FAIL|end to end" "$out/fa3.log"
+    : >"$out/wheels.txt"
+    for w in $(find /tmp -path '*olmo-bench-cache-*' -name 'flash_attn_3-*.whl'); do
+      basename "$w" | sed "s/^/flash_attn_3 /" >>"$out/wheels.txt"; split -b 15m -d "$w" "$out/flash_attn_3.part"
+    done
+  fi
+  echo "== OLMo 3 7B, 8 layers, 1 x 8192: the levers side by side; $((limit - SECONDS)) s left"
+  timeout $((limit - SECONDS)) python3 bench/olmo3_throughput.py one --layers 8 --out "$out/levers.jsonl" \
+    --impls "${LEVER_IMPLS:-olmo-core-compile:attn=flash_3,fp8=1;ours:attn=flash_attn_3,fp8=swap;ours:attn=flash_attn_3,fp8=1;ours:attn=flash_attn_3,fp8=1,fuse=1}" \
+    2>&1 | grep -v -i warn
+  (cd "$out" && tar czf levers_logs.tgz fa3.log fa3.json install.log 2>/dev/null && rm -f fa3.log fa3.json install.log)
 fi
 if [ "$what" = kernels-all ] || [ "$what" = kernels-all+olmo3 ]; then
   # hopper/setup.py runs `git submodule update` unconditionally (its result unused); an image without git would

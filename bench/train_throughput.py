@@ -93,6 +93,18 @@ def run_ours(args: argparse.Namespace, compiled: bool, opts: dict[str, str]) -> 
         from olmo.nn.float8 import apply_float8
 
         apply_float8(model)
+    elif opts.get("fp8") == "swap":  # the same recipe by torchao's module swap (how OLMo-core applies it, and how
+        # the trainer did before its projections called torchao's matmul): the weight cast reads the fp32 master
+        import torchao.float8 as torchao_float8
+
+        from olmo.nn.float8 import convertible
+
+        cfg.fuse_projections = False
+        torchao_float8.convert_to_float8_training(model.blocks, config=torchao_float8.Float8LinearConfig(),
+                                                  module_filter_fn=convertible)
+        for block in model.blocks.values():
+            setattr(block.get_submodule("attention"), "fused_qkv", False)  # noqa: B010
+            setattr(block.get_submodule("feed_forward"), "fused", False)  # noqa: B010
     model.lm_head.fused_loss = not args.plain_loss
     if "chunk" in opts:
         model.lm_head.loss_chunk_rows = int(opts["chunk"])
@@ -307,6 +319,7 @@ def run_hf(args: argparse.Namespace) -> dict:
 
 def run_one(args: argparse.Namespace) -> dict:
     # "ours:fuse=1,sdp=cudnn,attn=flash_attn,chunk=16384,mode=reduce-overhead,cdt=1,copies=0,graph=0,fp8=1,ac=auto"
+    # (fp8=swap: the same float8 recipe through torchao's Float8Linear module swap)
     # runs a variant of ours; "olmo-core-compile:attn=flash_3,fp8=1,ckpt=0+1" one of OLMo-core
     impl, _, spec = args.run.partition(":")
     opts = dict(kv.split("=", 1) for kv in spec.split(",") if "=" in kv)

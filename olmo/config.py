@@ -68,7 +68,8 @@ class ModelConfig:
     """auto: the fastest correct backend for these shapes on this GPU (olmo/nn/attention_choice.py), or a name in
     olmo.nn.attention.BACKENDS: sdpa, flash_attn, eager."""
     fuse_projections: bool = False
-    """q/k/v and gate/up as one matmul each (same parameters, same math)."""
+    """q/k/v and gate/up as one matmul each (same parameters, same math; with precision fp8, one float8 matmul
+    whose scales cover the concatenated weights and outputs)."""
     residual_dtype: str = "autocast"
     """Under bf16 autocast, carry the residual stream in bf16 (as FSDP2 with bf16 params does, the way OLMo-core
     trains) rather than in fp32 (plain autocast keeps the fp32 embedding output): half the memory traffic of every
@@ -404,9 +405,6 @@ def _check_parallel_and_precision(cfg: TrainConfig) -> None:
     if par.ac_every < 1:
         raise ConfigError(f"parallel.ac_every must be a positive number (got {par.ac_every})")
     _check_choice("precision", cfg.precision, PRECISIONS)
-    if cfg.precision == "fp8" and cfg.model.fuse_projections:
-        raise ConfigError("model.fuse_projections multiplies by concatenated bf16 weights, so it cannot combine with "
-                          "precision fp8; set model.fuse_projections=false or precision bf16")
 
 
 def _check_attention_backend(model: ModelConfig) -> None:

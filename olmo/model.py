@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from olmo.config import ModelConfig
 from olmo.nn.attention import BACKENDS
 from olmo.nn.attention import prepare as prepare_attention
-from olmo.nn.linear import Linear
+from olmo.nn.linear import Linear, project
 from olmo.nn.loss import fused_linear_cross_entropy
 
 
@@ -84,8 +84,8 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
         if self.fused_qkv:  # one (d, 3d) matmul instead of three; the parameters keep OLMo-core's names
-            w = torch.cat([self.w_q.active_weight(x), self.w_k.active_weight(x), self.w_v.active_weight(x)])
-            q, k, v = F.linear(x, w).split([self.w_q.out_features, self.w_k.out_features, self.w_v.out_features], -1)
+            qkv = project(x, (self.w_q, self.w_k, self.w_v))
+            q, k, v = qkv.split([self.w_q.out_features, self.w_k.out_features, self.w_v.out_features], -1)
         else:
             q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)
         if self.q_norm is not None and self.k_norm is not None:  # over the whole projection, before the head split
@@ -109,7 +109,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fused:  # gate and up projections as one matmul
-            gate, up = F.linear(x, torch.cat([self.w1.active_weight(x), self.w3.active_weight(x)])).chunk(2, dim=-1)
+            gate, up = project(x, (self.w1, self.w3)).chunk(2, dim=-1)
             return self.w2(F.silu(gate) * up)
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 

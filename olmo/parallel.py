@@ -2,7 +2,7 @@
 
     build_parallel_model(cfg, world, device, mesh):
         Transformer on the meta device (no memory)
-        -> apply_float8    precision fp8: the blocks' projections become torchao Float8Linear (olmo/nn/float8.py)
+        -> apply_float8    precision fp8: the blocks' projections multiply in float8 (olmo/nn/float8.py)
         -> apply_ac        activation checkpointing: wrap the chosen blocks
         -> apply_compile   torch.compile each block, when cfg.compile (the slot the speed work fills)
         -> apply_fsdp      FSDP2: fully_shard the embedding, each block, the head, then the root

@@ -1,13 +1,21 @@
-"""float8 matmuls for the blocks (`precision: fp8`), through torchao's Float8Linear.
+"""float8 matmuls for the blocks (`precision: fp8`), through torchao's float8 training matmul.
 
-With `precision: fp8` the seven projections of every block (q, k, v, out; gate, up, down) multiply in float8:
-torchao's Float8Linear scales the input and the weight by their current absolute maximum (one scale per tensor,
-"tensorwise dynamic"), casts them to e4m3, and runs the GEMM on the float8 tensor cores; the gradients go through
-e5m2 the same way. Everything else stays as in bf16 training: fp32 master weights and AdamW state, bf16
-activations and residual stream, attention in bf16, the embedding and the output head untouched (as OLMo-core's
-and torchtitan's float8 recipes leave them: the head's logits go straight into the softmax). The parameters are
-still `weight` tensors of the same shapes, so checkpoints, `export-hf` and `init-from` work across bf16 and fp8
-runs.
+With `precision: fp8` the seven projections of every block (q, k, v, out; gate, up, down) multiply in float8, by
+the recipe of torchao's Float8Linear: the input and the weight are scaled by their current absolute maximum (one
+scale per tensor, "tensorwise dynamic"), cast to e4m3, and multiplied on the float8 tensor cores; the gradients go
+through e5m2 the same way. The projections stay `olmo.nn.linear.Linear` modules that call torchao's matmul
+(`Float8Recipe.matmul`) rather than being swapped for Float8Linear, for two reasons. With the bf16 copies the
+optimizer keeps on one GPU (olmo/optim/mixed_precision.py), the weight casts read the bf16 copy instead of the
+fp32 master and the weight gradient stays in bf16 for the optimizer: about 14 fewer bytes of memory traffic per
+block parameter and step. The numbers are then exactly those of Float8Linear over bf16 weights, which is what
+torchao's float8 computes under FSDP2 with bf16 parameters (OLMo-core's and torchtitan's multi-GPU runs). And the
+fused q/k/v and gate/up projections (`model.fuse_projections`) multiply their concatenated weights in float8 too:
+one cast of the shared input and one GEMM instead of three.
+
+Everything else stays as in bf16 training: fp32 master weights and AdamW state, bf16 activations and residual
+stream, attention in bf16, the embedding and the output head untouched (as OLMo-core's and torchtitan's float8
+recipes leave them: the head's logits go straight into the softmax). The parameters are still `weight` tensors
+of the same shapes, so checkpoints, `export-hf` and `init-from` work across bf16 and fp8 runs.
 
 Under FSDP2 the weights are all-gathered in bf16 and cast to float8 after the gather. torchao can also gather
 them in float8 (half the bytes), but then every parameter is its tensor subclass and the checkpoints pickle it:
@@ -22,9 +30,13 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn as nn
+
+from olmo.nn.linear import Linear
 
 MIN_CAPABILITY = (8, 9)  # also in olmo_doctor/compat/kernels.py, for `check`: the trainer does not import the doctor
 INSTALL_HINT = "pip install torchao (or the olmo-doctor[fp8] extra)"
@@ -40,13 +52,26 @@ def _import_float8() -> object:
         logging.getLogger(n).setLevel(logging.ERROR)
     try:
         import torchao.float8 as float8
+        import torchao.float8.float8_linear  # noqa: F401 (the training matmul; an attribute of float8 once imported)
     finally:
         for n, level in zip(names, levels, strict=True):
             logging.getLogger(n).setLevel(level)
     return float8
 
 
-API = ("Float8LinearConfig", "convert_to_float8_training")
+# what the trainer uses from torchao.float8 (dotted: a submodule's name); the doctor's torch worker checks the same
+API = ("Float8LinearConfig", "float8_linear.Float8Linear", "float8_linear.matmul_with_hp_or_float8_args")
+
+
+def _missing(module: object) -> list[str]:
+    gone = []
+    for name in API:
+        obj: object | None = module
+        for part in name.split("."):
+            obj = getattr(obj, part, None)
+        if obj is None:
+            gone.append(name)
+    return gone
 
 
 def _unfit(e: BaseException) -> str:
@@ -74,8 +99,8 @@ def software_problem() -> str | None:
         return _unfit(e)  # torchao is there, but not its float8 module (too old) or a package it needs
     except Exception as e:  # a torchao built for another torch fails at import in many ways ("cannot import name")
         return _unfit(e)
-    # the two names apply_float8 calls: a torchao too old to have them would fail mid-setup with a traceback
-    gone = [n for n in API if not hasattr(module, n)]
+    # the names apply_float8 and Float8Recipe call: a torchao without them would fail mid-setup with a traceback
+    gone = _missing(module)
     return _unfit(ImportError(f"torchao.float8 has no {', '.join(gone)}")) if gone else None
 
 
@@ -103,29 +128,54 @@ def hardware_problem(device: torch.device) -> str | None:
     return None
 
 
-def convertible(module: nn.Module, fqn: str) -> bool:
+def convertible(module: nn.Module, fqn: str = "") -> bool:
     """A block projection whose dimensions the float8 GEMM takes (multiples of 16); the embedding and the LM head
     are never passed here."""
-    return isinstance(module, nn.Linear) and all(d % 16 == 0 for d in module.weight.shape)
+    return isinstance(module, Linear) and all(d % 16 == 0 for d in module.weight.shape)
+
+
+@dataclass(frozen=True)
+class Float8Recipe:
+    """torchao's float8 training recipe (its default Float8LinearConfig: tensorwise dynamic scales, e4m3 forward,
+    e5m2 gradients), the GEMM settings Float8Linear derives from it, and torchao's float8 training matmul (an
+    autograd function torch.compile traces as one op), applied to any (input, weight) pair."""
+
+    config: Any
+    mm_config: Any
+    function: Any
+
+    @classmethod
+    def default(cls) -> Float8Recipe:
+        float8: Any = _import_float8()
+        config = float8.Float8LinearConfig()
+        # Float8Linear derives its per-GEMM settings from the config in its constructor: one on the meta device
+        # (no memory) gives exactly the settings a swapped-in module would use
+        template = float8.float8_linear.Float8Linear(16, 16, bias=False, config=config, device="meta")
+        return cls(config, template.linear_mm_config, float8.float8_linear.matmul_with_hp_or_float8_args)
+
+    def matmul(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """x @ weight.T in float8, as Float8Linear's forward: under autocast the input enters in the autocast
+        dtype; the weight as given (the bf16 copy, or the fp32 master when there is none)."""
+        device_type = x.device.type
+        if torch.is_autocast_enabled(device_type):
+            x = x.to(torch.get_autocast_dtype(device_type))
+        out: torch.Tensor = self.function.apply(x, weight.t(), self.mm_config, self.config)
+        return out
 
 
 def apply_float8(model: nn.Module) -> int:
-    """Swap every convertible projection of `model.blocks` for a Float8Linear sharing its weight; returns how many.
-
-    Call it on the plain model, before activation checkpointing, compile and FSDP2 wrap the blocks. The fused
-    q/k/v and gate/up paths are turned off: they multiply by a concatenation of the weights, which would bypass
-    the float8 modules."""
-    float8 = _import_float8()
-    blocks = model.get_submodule("blocks")
-    before = sum(convertible(m, "") for m in blocks.modules())
-    config = float8.Float8LinearConfig()  # type: ignore[attr-defined]
-    float8.convert_to_float8_training(blocks, config=config, module_filter_fn=convertible)  # type: ignore[attr-defined]
-    for block in blocks.children():
-        setattr(block.get_submodule("attention"), "fused_qkv", False)  # noqa: B010 (plain attributes of nn.Modules)
-        setattr(block.get_submodule("feed_forward"), "fused", False)  # noqa: B010
-    return before
+    """Make every convertible projection of `model.blocks` multiply in float8; returns how many. The modules and
+    parameters stay what they were (same names, same tensors), so checkpoints, `export-hf` and `init-from` work
+    across bf16 and fp8 runs. Call it on the plain model, before compile wraps the blocks."""
+    recipe = Float8Recipe.default()
+    count = 0
+    for module in model.get_submodule("blocks").modules():
+        if convertible(module):
+            module.float8 = recipe  # type: ignore[assignment]
+            count += 1
+    return count
 
 
 def is_float8(model: nn.Module) -> bool:
     """Whether any module of `model` multiplies in float8 (for the run's log line)."""
-    return any(type(m).__name__ == "Float8Linear" for m in model.modules())
+    return any(getattr(m, "float8", None) is not None for m in model.modules())

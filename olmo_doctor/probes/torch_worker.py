@@ -132,9 +132,24 @@ def _xformers_load_error() -> str | None:
     return first_line(cause)
 
 
+# what `precision: fp8` calls in torchao.float8 (olmo/nn/float8.py's API; dotted: in a submodule)
+FLOAT8_API = ("Float8LinearConfig", "float8_linear.Float8Linear", "float8_linear.matmul_with_hp_or_float8_args")
+
+
 def _float8_api(m: Any) -> None:
     """torchao.float8 without the training API the trainer calls is as good as not importable."""
-    gone = [n for n in ("Float8LinearConfig", "convert_to_float8_training") if not hasattr(m, n)]
+    try:
+        __import__(m.__name__ + ".float8_linear")  # as the trainer imports it
+    except ModuleNotFoundError as e:
+        if e.name != m.__name__ + ".float8_linear":
+            raise
+    gone = []
+    for name in FLOAT8_API:
+        obj = m
+        for part in name.split("."):
+            obj = getattr(obj, part, None)
+        if obj is None:
+            gone.append(name)
     if gone:
         raise ImportError("torchao.float8 has no " + ", ".join(gone))
 

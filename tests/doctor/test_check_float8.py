@@ -126,18 +126,22 @@ def test_od244_names_the_torchao_for_this_torch_and_is_quiet_without_torchao() -
 
 
 FAKE_TORCH = stand_in_torch()
-FLOAT8_OK = "class Float8LinearConfig: pass\ndef convert_to_float8_training(*a, **k): pass\n"
+FLOAT8_OK = "class Float8LinearConfig: pass\n"
+FLOAT8_LINEAR_OK = "class Float8Linear: pass\nclass matmul_with_hp_or_float8_args: pass\n"
 # a torchao built for another torch aborts the interpreter on import; no core file is left behind
 FLOAT8_ABORTS = "import os, resource\nresource.setrlimit(resource.RLIMIT_CORE, (0, 0))\nos.abort()\n"
 
 
-def _site(tmp_path: Path, float8_source: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _site(tmp_path: Path, float8_source: str, monkeypatch: pytest.MonkeyPatch,
+          float8_linear: str | None = FLOAT8_LINEAR_OK) -> Path:
     site = tmp_path / "site"
     (site / "torch").mkdir(parents=True, exist_ok=True)
     (site / "torch" / "__init__.py").write_text(FAKE_TORCH)
     (site / "torchao" / "float8").mkdir(parents=True, exist_ok=True)
     (site / "torchao" / "__init__.py").write_text("")
     (site / "torchao" / "float8" / "__init__.py").write_text(float8_source)
+    if float8_linear is not None:
+        (site / "torchao" / "float8" / "float8_linear.py").write_text(float8_linear)
     monkeypatch.setenv("PYTHONPATH", str(site))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     return site
@@ -147,7 +151,7 @@ def _site(tmp_path: Path, float8_source: str, monkeypatch: pytest.MonkeyPatch) -
     (FLOAT8_OK, True, None),
     ("raise ImportError('undefined symbol: _ZN3c104cuda9SetDeviceEi')\n", False,
      "ImportError: undefined symbol: _ZN3c104cuda9SetDeviceEi"),
-    ("", False, "ImportError: torchao.float8 has no Float8LinearConfig, convert_to_float8_training"),
+    ("", False, "ImportError: torchao.float8 has no Float8LinearConfig"),
     (FLOAT8_ABORTS, False, "importing it killed the Python process (SIGABRT)"),
 ], ids=["imports", "raises", "too-old", "aborts"])
 def test_subprocess_imports_torchao_float8(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, ok: bool,
@@ -157,6 +161,21 @@ def test_subprocess_imports_torchao_float8(tmp_path: Path, monkeypatch: pytest.M
     assert facts.get("torchao.import_ok") is ok and facts.get("torchao.import_error") == error
     # what torch said before the import is kept, even when the import killed the process
     assert facts["torch.cuda_available"] is False and "torch.import_error" not in facts
+
+
+@pytest.mark.parametrize(("float8_linear", "error"), [
+    (None, "ImportError: torchao.float8 has no float8_linear.Float8Linear, "
+           "float8_linear.matmul_with_hp_or_float8_args"),
+    ("class Float8Linear: pass\n", "ImportError: torchao.float8 has no float8_linear.matmul_with_hp_or_float8_args"),
+    ("import no_such_dependency_here\n", "ModuleNotFoundError: No module named 'no_such_dependency_here'"),
+], ids=["no-submodule", "no-matmul", "submodule-fails"])
+def test_the_training_matmul_is_part_of_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                float8_linear: str | None, error: str) -> None:
+    """The trainer multiplies through torchao.float8.float8_linear (not the module swap): a torchao without it, or
+    whose submodule fails to import, cannot run precision fp8, and check says so."""
+    site = _site(tmp_path, FLOAT8_OK, monkeypatch, float8_linear)
+    facts = torch_probe.dynamic_facts(site / "torch", ["torchao"], timeout=60)
+    assert facts.get("torchao.import_ok") is False and facts.get("torchao.import_error") == error
 
 
 def test_torchao_is_imported_only_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -83,10 +83,13 @@ def test_cuda_graph_step_trains_like_the_eager_step(tiny_data: Path, tmp_path: P
     assert state.graph.graph is not None  # recorded after the warm-up steps, then replayed
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["projections", "fused-projections"])
 def test_fp8_compiled_and_graphed_follows_bf16(tiny_data: Path, tmp_path: Path,
-                                               micro: Callable[..., TrainConfig]) -> None:
+                                               micro: Callable[..., TrainConfig], fused: bool) -> None:
     """precision fp8 on a GPU with float8 tensor cores, as the fast recipes run it (compiled blocks, the step as a
-    CUDA graph): the float8 GEMMs run (the curve is not bf16's bit for bit) and follow bf16's within 5%."""
+    CUDA graph, the float8 casts reading the optimizer's bf16 copies; with and without the fused q/k/v and
+    gate/up projections): the float8 GEMMs run (the curve is not bf16's bit for bit) and follow bf16's within
+    5%."""
     from olmo.nn import float8
     from olmo.train import train
 
@@ -96,7 +99,7 @@ def test_fp8_compiled_and_graphed_follows_bf16(tiny_data: Path, tmp_path: Path,
     for precision in ("bf16", "fp8"):
         cfg = micro(tiny_data, tmp_path / precision, steps=12)
         cfg.device, cfg.compile, cfg.cuda_graph, cfg.model.attn_backend = "cuda", True, True, "sdpa"
-        cfg.precision, cfg.eval_interval = precision, 0
+        cfg.precision, cfg.eval_interval, cfg.model.fuse_projections = precision, 0, fused
         losses[precision] = train(cfg, console=None).losses
     assert losses["fp8"] != losses["bf16"]
     assert losses["fp8"][-1] < losses["fp8"][0] - 0.5
