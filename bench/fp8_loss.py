@@ -111,7 +111,7 @@ def main() -> int:
     mb, mf = (sum(c[-tail:]) / tail for c in (curves["bf16"], curves["fp8"]))
     rel = (mf - mb) / mb
     ok = math.isfinite(mf) and abs(rel) <= a.tolerance
-    print(f"mean of the last {tail} steps: bf16 {mb:.4f}, fp8 {mf:.4f} ({rel:+.2%}; tolerance {a.tolerance:.0%}): "
+    print(f"mean of the last {tail} steps: bf16 {mb:.4f}, fp8 {mf:.4f} ({rel:+.2%}; tolerance {a.tolerance:.2%}): "
           f"{'OK' if ok else 'FAIL'}")
     return 0 if ok else 1
 

@@ -7,6 +7,7 @@
 #       WAVE3_LIMIT seconds (default 530), then one summary table; NVCC_TIME=1 records nvcc's phase times
 #     kernels, kernels-all and olmo3 need the carried sources and wheels of bench/fetch_sources.sh (.bench/, .whl/);
 #     scale needs 2+ GPUs: the nvidia-h200-x2 kind
+#     setup: only the installs (source it: `. bench/gpu_suite.sh setup` leaves PYTHONPATH set for what follows)
 #     levers: issue 29's speed levers one at a time on OLMo 3 7B (8 layers, 1 x 8192, FA3 on both): FA3 built
 #       first unless .gpuwheels/ carries it (the optimizer-overlap bench and the fp8 GPU tests run beside the
 #       build), then LEVER_IMPLS side by side within LEVERS_LIMIT seconds (default 570); the FA3 wheel comes back
@@ -25,8 +26,8 @@ if [ -d .whl ]; then
 fi
 # kernels built by an earlier kernels-all run, carried back as wheels (gitignored .gpuwheels/, pytest in py/)
 if [ -d .gpuwheels ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpuwheels/*.whl .gpuwheels/py/*.whl \
-    >>"$out/install.log" 2>&1
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpuwheels/*.whl \
+    $(compgen -G '.gpuwheels/py/*.whl') >>"$out/install.log" 2>&1
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
