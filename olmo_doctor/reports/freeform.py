@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from olmo_doctor.facts import Facts
-from olmo_doctor.reports import accept, forms, gpu_names, mentions, packages, paste, printouts, signatures
+from olmo_doctor.reports import accept, forms, gpu_names, mentions, packages, paste, printouts, signatures, tool_outputs
 from olmo_doctor.reports.observe import Observation, Source, Sources, resolve
 from olmo_doctor.reports.vocabulary import NAMES
 
@@ -29,6 +29,12 @@ _NOT_INSTALLED = re.compile(r"\b(?:(?:pip3?|conda|mamba|micromamba|uv|poetry)\s+
                             r"satisfies the requirement|no matching distribution|Requirement already satisfied|"
                             r"^\s*(?:Collecting|Downloading|Using cached|Looking in indexes)\b)", re.I)
 _BUILT_WITH = re.compile(r"\bbuilt with:\s*$", re.I)
+# a version a project moves its dependency to ("so bump version to 2.8.0+cu128", "bumps torch from 2.7 to 2.8"): the
+# line speaks of a requirement, not of a machine
+_BUMP = re.compile(r"\bbump(?:s|ed|ing)?\b[^\n]{0,60}?\bto\b", re.I)
+# a Dockerfile's instructions and their continuation lines: a recipe for an environment, not one observed
+_DOCKER_FROM = re.compile(r"^\s{0,4}FROM\s{1,4}[\w./:@${}-]{1,200}(?:\s{1,4}AS\s{1,4}\w{1,40})?\s*$", re.I)
+_DOCKER_STEP = re.compile(r"^\s{0,4}(?:FROM|RUN|ENV|ARG|COPY|ADD|WORKDIR|CMD|ENTRYPOINT|LABEL|SHELL|USER)\s")
 # an install command quoted inside a sentence ("When I run `pip install deepspeed` on my ... with Python 3.12.4"):
 # the command is not read, the sentence around it is
 _CODE_SPAN = re.compile(r"`[^`\n]{1,300}`")
@@ -46,9 +52,25 @@ _CONDA_ROW = re.compile(r"^(?i:(?:py)?torch)\s+\d[^\s,]{0,40}\s+(?:py\d|cuda\d|c
 _KNOWN_PACKAGES = {n.key for n in NAMES if n.key.startswith("pkg:")}
 
 
+def _dockerfile(lines: list[str]) -> set[int]:
+    """The lines of a Dockerfile pasted into the text (from a FROM line on: its instructions and the lines a
+    trailing backslash continues)."""
+    out: set[int] = set()
+    inside = continued = False
+    for i, line in enumerate(lines):
+        if _DOCKER_FROM.match(line):
+            inside = True
+        if inside and (continued or _DOCKER_STEP.match(line)):
+            out.add(i)
+        elif inside and line.strip().startswith("```"):
+            inside = False
+        continued = inside and line.rstrip().endswith("\\")
+    return out
+
+
 def not_stated(lines: list[str]) -> set[int]:
     """Indexes of lines that name versions wanted or built with, not installed."""
-    out: set[int] = set()
+    out: set[int] = _dockerfile(lines)
     in_built_with = False
     for i, line in enumerate(lines):
         if _BUILT_WITH.search(line):
@@ -59,7 +81,7 @@ def not_stated(lines: list[str]) -> set[int]:
             out.add(i)
             continue
         in_built_with = False
-        if _NOT_INSTALLED.search(without_commands(line)):
+        if _NOT_INSTALLED.search(without_commands(line)) or _BUMP.search(line):
             out.add(i)
     return out
 
@@ -128,6 +150,9 @@ def _warned_gpus(obs: list[Observation]) -> list[Warned]:
 
 
 def _gpu_facts(lines: list[str], warned: list[Warned], facts: Facts, sources: Sources) -> None:
+    count = facts.get("gpu.count")
+    if isinstance(count, int) and count > 0 and all(f"gpu.{i}.name" in facts for i in range(count)):
+        return  # a table that lists every GPU by index (nvidia-smi's query CSV) already said it
     devices = [(w.name, w.line) for w in warned if w.index is not None]
     named = gpu_names.gpus(lines, devices) or [(w.name, w.line) for w in warned]  # else only torch's warnings do
     if not named:
@@ -190,7 +215,17 @@ def _observe(lines: list[str], skip: set[int]) -> list[Observation]:
     obs += mentions.mentions(lines, skip | used | printed_lines, taken)
     obs += forms.read(lines, skip | used | printed_lines)
     obs += _package_lines(lines, skip | used)
-    return obs + _wsl(lines, skip)
+    return _banner_vocabulary(obs + _wsl(lines, skip))
+
+
+def _banner_vocabulary(obs: list[Observation]) -> list[Observation]:
+    """In a paste holding Unsloth's banner, "CUDA Toolkit" is its label for torch's CUDA wherever the paste repeats
+    it (a bullet list copied from the banner), not nvcc's."""
+    if not any(ob.key == tool_outputs.UNSLOTH for ob in obs):
+        return obs
+    return [Observation("torch.cuda", ob.value, ob.line, ob.text)
+            if ob.key == "nvcc.version" and tool_outputs.TOOLKIT_LABEL.search(ob.text) else ob
+            for ob in obs if ob.key != tool_outputs.UNSLOTH]
 
 
 def read(text: str) -> Reading:
@@ -200,6 +235,8 @@ def read(text: str) -> Reading:
     own = accept.own_output(lines)
     lines = ["" if i in own else without_commands(ln) for i, ln in enumerate(lines)]
     skip = not_stated(lines)
+    recipe = _dockerfile(lines)  # a recipe is no printout or tool output either: no reader sees it
+    lines = ["" if i in recipe else ln for i, ln in enumerate(lines)]
     obs = _observe(lines, skip)
     warned = _warned_gpus([ob for ob in obs if ob.key.startswith(signatures.WARNED)])
     facts, sources, conflicts = resolve([ob for ob in obs if not ob.key.startswith(signatures.WARNED)], lines)

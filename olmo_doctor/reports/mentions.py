@@ -48,6 +48,8 @@ _CUE_BEFORE = re.compile(
     r"builds|downloads|fetches|pins|"
     # a question or a supposition: "Did you use PyTorch 2.4.0?", "assuming the GPU supports CUDA 12.1"
     r"(?:did|do|does|have|are|were|could|can) you|assuming|suppose|supposing|"
+    # the other person's machine, in a reply: "I see that you are using GCC 13. I'm using GCC 14."
+    r"you(?:'re| are| were)? us(?:e|ed|ing)|you(?:'ve| have) (?:got|installed)|"
     # a class of versions, not one: "works across all pytorch 2.4.0 CUDA versions", "any torch 2.x"
     r"across|all|any|every|"
     # what a package or a wheel is made for: "xformers for PyTorch 2.6.0", "wheels for torch 2.5"

@@ -4,8 +4,9 @@ next lines, a REPL's `>>> torch.__version__` then `'2.7.1+cu126'`, `pip show` bl
 
 A printed value has no name on its own line; the expression that printed it names it (vocabulary.EXPRESSIONS, and
 any `<module>.__version__`). Values go to the expression in order: one `print(a, b)` per output line, its
-arguments split on blanks. A print of a label (`print('torch', torch.__version__)`) prints the name itself, so the
-free-text reader reads that output line instead.
+arguments split on blanks. A script of print calls shown first and its output pasted below it (often in the next
+code block, after a line of prose) is read the same way. A print of a label (`print('torch', torch.__version__)`)
+prints the name itself, so the free-text reader reads that output line instead.
 """
 
 from __future__ import annotations
@@ -147,9 +148,58 @@ def _pip_show(lines: list[str], obs: list[Observation], used: set[int]) -> None:
             used.update((i, j))
 
 
+# one statement of a script that prints: an import, or a lone print call
+_SCRIPT_LINE = re.compile(r"^\s{0,8}(?:import [\w., ]{1,200}|from [\w.]{1,80} import [^\n]{1,300}|"
+                          r"print\(.{0,400}\))\s*$")
+_STOP = re.compile(r"^\s{0,8}(?:Traceback \(most recent call last\)|\w{0,40}(?:Error|Exception|Warning):)")
+
+
+def _script(lines: list[str], obs: list[Observation], used: set[int]) -> None:
+    """Runs of imports and lone print calls (two prints at least), and the output lines below them: right after
+    the run, or after a line or three of prose ("I received the following error:"; a paste's code fences are gone
+    by now). The first start at which every print of a known expression parses as its value is taken."""
+    i = 0
+    while i < len(lines):
+        if not _SCRIPT_LINE.match(lines[i]):
+            i += 1
+            continue
+        end = i
+        while end < len(lines) and _SCRIPT_LINE.match(lines[end]):
+            end += 1
+        prints = [_args(m.group(1)) for ln in lines[i:end] if (m := _PRINT.fullmatch(ln.strip()))]
+        if len(prints) >= 2:
+            for start in range(end, min(end + 4, len(lines))):
+                if (found := _script_outputs(lines, start, prints)) is not None:
+                    obs += found
+                    used.update(ob.line for ob in found)
+                    break
+        i = end
+
+
+def _script_outputs(lines: list[str], start: int, prints: list[list[str] | None]) -> list[Observation] | None:
+    """One output line per print from `start`, in order, until an error; None unless every print of an expression
+    the vocabulary knows gave a value of its kind there, two at least (the lines are then aligned). A print of a
+    literal label takes its line without a reading (the free-text reader reads it)."""
+    found: list[Observation] = []
+    j = start
+    for exprs in prints:
+        while j < len(lines) and not lines[j].strip():
+            j += 1
+        if j >= len(lines) or _STOP.match(lines[j]) or _SCRIPT_LINE.match(lines[j]):
+            break
+        if exprs is not None:
+            got = _printed(exprs, lines[j].strip())
+            if any(expression_fact(e) for e in exprs) and len(got) < sum(bool(expression_fact(e)) for e in exprs):
+                return None
+            found += [Observation(key, value, j, lines[j]) for key, value in got]
+        j += 1
+    return found if len(found) >= 2 else None
+
+
 def read(lines: list[str]) -> tuple[list[Observation], set[int]]:
     obs: list[Observation] = []
     used: set[int] = set()
+    _script(lines, obs, used)
     for i, line in enumerate(lines):
         if "-c" in line and "python" in line:
             _python_c(lines, i, obs, used)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from olmo_doctor.facts import FactValue
+from olmo_doctor.reports import tool_outputs
 from olmo_doctor.reports.observe import UNREADABLE, Observation
 from olmo_doctor.reports.vocabulary import VERSION, cuda_from_int
 
@@ -150,6 +151,11 @@ LINES: tuple[LineSignature, ...] = (
     # torch's own CUDA named on its line: "PyTorch: 2.2.0 (..., compiled with CUDA 11.8)", "torch built for CUDA 12.1"
     _sig("cuda", rf"(?<![\w./-])(?:py)?torch\b[^\n]{{0,80}}?\b(?:compiled|built) (?:with|for|against) "
          rf"CUDA[ -]?(?P<v>{_MM})\b", _g("v", "torch.cuda"), consume=False, flags=re.I),
+    # the driver's CUDA said in prose: "the installed driver is compatible with CUDA 12.4", "my driver supports up to
+    # CUDA 12.2" (the newest CUDA a driver runs is what nvidia-smi's header prints)
+    _sig("driver", rf"\bdriver\b(?:(?!nvcc|torch|toolkit|runtime)[^\n]){{0,40}}?\b(?:is compatible with|compatible "
+         rf"with|supports?(?: up to)?)\s{{1,3}}CUDA(?: version)?\s{{0,3}}(?P<v>{_MM})\b",
+         _g("v", "driver.cuda_version"), consume=False, flags=re.I),
     # torch's wheel index named beside it: "PyTorch index: `cu121`" (not a URL's /whl/cu121, not a +cu121 tag)
     _sig("cu", r"(?<![\w./-])(?:py)?torch\b[^\n/]{0,60}?(?<![\w/.+-])cu(\d{3})(?![\w.])", _torch_cuda_tag,
          consume=False, flags=re.I),
@@ -274,6 +280,8 @@ def _import_errors(lines: list[str], obs: list[Observation], used: set[int]) -> 
         module = imp.group("dll") if imp.group("dll") in _PACKAGE_OF_MODULE else None
         if module is None and (m := _BINARY_OF.search(line)):
             module = m.group("mod")
+        if module is None and "ImportError" in line:
+            module = _importing(lines, i)
         if module is None:
             continue
         package = _PACKAGE_OF_MODULE[module]
@@ -286,8 +294,23 @@ def _import_errors(lines: list[str], obs: list[Observation], used: set[int]) -> 
         used.add(i)
 
 
+# a traceback's last frame: the import statement that raised ("    import flash_attn_2_cuda as flash_attn_cuda")
+_IMPORT_LINE = re.compile(r"^\s{0,12}(?:import (?P<a>\w{1,60})|from (?P<b>\w{1,60})[\w.]{0,80} import)\b")
+
+
+def _importing(lines: list[str], i: int) -> str | None:
+    """The module whose import raised the ImportError on line i, when the message names no binary ("ImportError:
+    libcudart.so.12: cannot open shared object file"): the import statement a traceback shows just above it."""
+    for j in range(i - 1, max(-1, i - 3), -1):
+        if (m := _IMPORT_LINE.match(lines[j])) and (mod := m.group("a") or m.group("b")) in _PACKAGE_OF_MODULE:
+            return mod
+    return None
+
+
 READERS: tuple[Callable[[list[str], list[Observation], set[int]], None], ...] = (
-    _torch_warnings, _two_lines, _xformers, _import_errors)
+    _torch_warnings, _two_lines, _xformers, _import_errors, tool_outputs.unsloth, tool_outputs.torch_build_flags,
+    tool_outputs.cuda_start_errors, tool_outputs.smi_query_csv, tool_outputs.framework_label,
+    tool_outputs.pip_show_torch)
 
 
 def read(lines: list[str]) -> tuple[list[Observation], set[int], Spans]:

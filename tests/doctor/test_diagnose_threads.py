@@ -17,9 +17,11 @@ from olmo_doctor.diagnose import diagnose_file
 from olmo_doctor.rules.model import causes
 
 THREADS = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "threads"
-# cases2.toml: a second set gathered apart from the first and written down before diagnose ran on it
+# cases2.toml and cases3.toml: sets gathered apart from the first and written down before diagnose ran on them
+# (cases3: 20/20 named right on its first run; other wrappers, localized messages, log prefixes, glued lines)
 CASES: list[dict[str, Any]] = [
-    case for name in ("cases.toml", "cases2.toml") for case in tomllib.loads((THREADS / name).read_text())["case"]]
+    case for name in ("cases.toml", "cases2.toml", "cases3.toml")
+    for case in tomllib.loads((THREADS / name).read_text())["case"]]
 
 # file -> why diagnose names nothing for it (a miss must never be a wrong cause)
 MISSES: dict[str, str] = {}

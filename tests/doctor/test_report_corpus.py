@@ -1,9 +1,11 @@
 """`check --from-report` on real reports from public issue threads (tests/fixtures/report_corpus/, 2023-2026): each
 case names its thread, what the thread settled, and what the verdict must say (cases.toml explains the fields).
-Three corpora built apart from each other: cases.toml, cases2.toml (other threads, weighted toward prose, Windows/WSL,
-ROCm, package lists, issue forms, torch's own warnings, containers and notebooks), and cases3.toml (written down before
+Four corpora built apart from each other: cases.toml, cases2.toml (other threads, weighted toward prose, Windows/WSL,
+ROCm, package lists, issue forms, torch's own warnings, containers and notebooks), cases3.toml (written down before
 the reader ran on it: conda list, pip freeze, xformers.info, accelerate/transformers env, collect_env from login nodes,
-macOS and CentOS 7, compact version tags, and texts that are no report at all); each is scored on its own.
+macOS and CentOS 7, compact version tags, and texts that are no report at all) and cases4.toml (also written down
+first, 11/25 on its first run: tool banners, torch's build flags, bare printouts, CUDA start-up errors, nvidia-smi
+query CSV, Dockerfiles and PRs); each is scored on its own.
 
 A case is judged right when every fact it lists is read with that value, every fact it marks unknown stays
 unread, the settled cause fires (where a rule covers it), no error fires that the stated machine does not have,
@@ -26,7 +28,7 @@ from olmo_doctor.compat.versions import version_satisfies
 from olmo_doctor.errors import UsageError
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "report_corpus"
-CORPORA = ("cases.toml", "cases2.toml", "cases3.toml")
+CORPORA = ("cases.toml", "cases2.toml", "cases3.toml", "cases4.toml")
 BY_CORPUS: dict[str, list[dict[str, Any]]] = {
     name: tomllib.loads((CORPUS / name).read_text())["case"] for name in CORPORA}
 CASES: list[dict[str, Any]] = [case for cases in BY_CORPUS.values() for case in cases]
@@ -39,6 +41,9 @@ MISSES: dict[str, str] = {
     # one package, both said to work; the reader leaves a fact stated twice differently unknown (a wrong one is
     # worse), where the thread's own reading is the first. No general cue tells "also worked" from "is installed".
     "238-questions-then-own-versions-glued.txt": "xformers stated twice (the one in use, and one that also worked)",
+    # collect_env's GPU list cut after "GPU 0: NVIDIA H20" (the excerpt ends there, no closing fence, none of the
+    # later sections): the reader counts the GPUs it was shown; a list cut mid-way is not told from a one-GPU one
+    "322-vllm-sectioned-h20-alibaba-gcc-217-cut.txt": "a GPU list cut mid-paste counts the GPUs shown",
 }
 
 
