@@ -237,7 +237,10 @@ def _nvcc_and_driver(found: Found, f: Facts) -> None:
         # despite its label, collect_env reports the nvcc on PATH here
         f["nvcc.version"], f["nvcc.full_version"] = _major_minor(rt), rt
     if (drv := _driver(_value(found, "driver"))) is not None:
-        f["driver.version"] = drv
+        if re.fullmatch(r"1[0-3]\.\d", drv):  # "driver: 12.8": driver versions have three-digit majors, so this is
+            f["driver.cuda_version"] = drv  # the newest CUDA the driver runs, as nvidia-smi's header prints it
+        else:
+            f["driver.version"] = drv
 
 
 def _no_gpu(found: Found, f: Facts) -> None:
@@ -260,8 +263,15 @@ def _is_a_mac(found: Found) -> bool:
     return re.match(r"(?:macOS|Mac OS ?X|Darwin)\b", system, re.I) is not None
 
 
+def _without_module_compiler(lines: list[str]) -> list[str]:
+    """/proc/driver/nvidia/version's "GCC version:" line (below its NVRM line) names the compiler that built the
+    kernel module, not this machine's: blanked, so the "gcc version" label does not read it."""
+    return ["" if i and "NVRM version" in lines[i - 1] and line.lstrip().lower().startswith("gcc version:") else line
+            for i, line in enumerate(lines)]
+
+
 def parse(text: str) -> Facts:
-    lines = first_report(paste.unwrap(text))
+    lines = _without_module_compiler(first_report(paste.unwrap(text)))
     found = fields(lines)
     f: Facts = {}
     for read in (_torch, _os, _compiler_and_python, _platform, _nvcc_and_driver):
@@ -371,6 +381,8 @@ def _gpus(found: Found, f: Facts) -> None:
     # a name has letters or is a model number ("4090"): "gpu: 1" in a job's resources asks for one GPU, names none;
     # collect_env's own "GPU 0: NAME" lines name a device whatever the name is
     first, rest = found["gpus"]
+    if first.strip().lower() in ("none", "n/a", "[]"):  # Lightning's "GPU: None": torch saw none; names nothing
+        return
     listed = any(_DEVICE_LINE.match(_clean_entry(e)) for e in [first, *rest])
     names = [re.sub(r"\s+", " ", n) for n in _gpu_names(first, rest)
              if listed or re.search(r"[A-Za-z]", n) or _is_gpu_name(n)]

@@ -130,7 +130,33 @@ def _prose(lines: list[str]) -> Named:
     return [max(names, key=lambda n: len(n[0]))] * count
 
 
+# a line labelled as the machine's GPU: "GPU: NVIDIA RTX A6000, compute capability 8.6", "- GPU model: 2x RTX 3090",
+# "Graphics card: RTX 4090", "显卡：RTX 4090" (the label's value starts with the name)
+_LABEL = re.compile(r"^\s{0,8}(?:[-*•]\s{0,4})?\**(?:GPUs?(?: model| type| name)?|Graphics card|Video card|显卡|"
+                    r"グラフィックボード|그래픽 ?카드)\**\s{0,4}[:：]\s{0,4}", re.I)
+
+
+def _labelled(lines: list[str]) -> Named:
+    """The GPUs a labelled line names, when every such line names one model (other GPUs named in prose, such as a
+    list of examples, do not count against it)."""
+    found: Named = []
+    counts: set[int] = set()
+    for i, line in enumerate(lines):
+        if not (label := _LABEL.match(line)):
+            continue
+        value = line[label.end():label.end() + 200]
+        m = _GPU_WORD.match(value)
+        if m is None or not _a_gpu(value, m, m.group(2).strip()):
+            continue
+        found.append((m.group(2).strip(), i))
+        counts.add(int(m.group(1) or m.group(3) or 1))
+    if not found or len({key_of(n) for n, _ in found}) > 1 or len(counts) > 1:
+        return []
+    count = counts.pop()
+    return [found[0]] * count if 1 <= count <= _MAX_PER_MACHINE else []
+
+
 def gpus(lines: list[str], devices: Named | None = None) -> Named:
     """(name, line index) per GPU: listed lines first, then `devices` (GPUs a tool named by their device index,
-    torch's "Found GPU1 ..." warnings), a one-per-line list, else names in prose."""
-    return _listed(lines) or devices or _one_per_line(lines) or _prose(lines)
+    torch's "Found GPU1 ..." warnings), a labelled GPU line, a one-per-line list, else names in prose."""
+    return _listed(lines) or devices or _labelled(lines) or _one_per_line(lines) or _prose(lines)

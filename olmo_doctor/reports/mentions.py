@@ -55,7 +55,9 @@ _CUE_BEFORE = re.compile(
     # what a package or a wheel is made for: "xformers for PyTorch 2.6.0", "wheels for torch 2.5"
     r"(?:wheels?|builds?|binar(?:y|ies)|xformers|flash[-_ ]?attn|flash[-_ ]?attention) for|"
     # what a release or a user took away: "torch 2.6 drops Python 3.8", "I removed torch 2.4"
-    r"drops|dropped|deprecates|deprecated|removes|removed|uninstall(?:ed|ing)?|"
+    r"drops?|dropped|deprecate[sd]?|remove[sd]?|uninstall(?:ed|ing)?|"
+    # what a change to a project's build matrix does: "Adds CUDA `13.2.0` for the 2.12 wheel line", "Excludes 11.8"
+    r"adds|added|excludes|excluded|"
     r"satisf(?:y|ies))(?![\w-])", re.I)
 _CUE_AFTER = re.compile(r"\s{0,3}(?:\+(?![\w.])|or (?:newer|later|above|higher|greater|up)\b|"
                         r"and (?:above|later|newer|up)\b|(?:is |are )?(?:required|needed|not supported|unsupported)\b|"
@@ -65,7 +67,11 @@ _CUE_AFTER = re.compile(r"\s{0,3}(?:\+(?![\w.])|or (?:newer|later|above|higher|g
                         # news of a release, not of a machine: "pytorch 2.11 changes the stable version on PyPI",
                         # "torch 2.6 drops Python 3.8"
                         r"(?:changes|adds|drops|deprecates|removes|introduces|moves|switches|ships with|"
-                        r"will (?:be|have|ship|drop|add|change))\b)", re.I)
+                        r"will (?:be|have|ship|drop|add|change))\b|"
+                        # a release's plan, not a machine: "PyTorch 2.15 Version Support", "CUDA 13.2 support matrix"
+                        r"(?:version )?support(?: matrix| policy)?(?=\s{0,3}(?:$|[:|]))|"
+                        r"(?:release|support) (?:matrix|plan|policy)\b)",
+                        re.I)
 # a sentence's full stop ends a clause; an abbreviation's ("w.", "e.g.") does not
 _CLAUSE = re.compile(r"[;,(){}\[\]]|(?<=[A-Za-z0-9)\]][A-Za-z0-9)\]])\.\s|"
                      r"\s(?:but|while|whereas|and|or|although|however|vs\.?)\s|\s-\s", re.I)

@@ -73,7 +73,16 @@ def _gpu_available(m: re.Match[str]) -> Facts:
     return [("torch.version", m.group(1)), ("torch.cuda_available", m.group(2) in ("True", "CUDA"))]
 
 
+_RELEASE_NEWS = re.compile(r"\b(?:changes?|moves?|switches|will|stable|default|nightly|PyPI|release[sd]?)\b", re.I)
+
+
 def _torch_cuda_tag(m: re.Match[str]) -> Facts:
+    # one tag on the line: "PyTorch `2.11` -> `cu126`, `cu128`, `cu130`" is a build matrix, no machine's
+    if len(set(re.findall(r"(?<![\w.])cu\d{3}(?!\w|\.\w)", m.string))) > 1:
+        return []
+    # nor is news of a release: "pytorch 2.11 changes the stable version on PyPI to cu130"
+    if _RELEASE_NEWS.search(m.group(0)):
+        return []
     digits = m.group(1)
     return [("torch.cuda", f"{int(digits[:-1])}.{digits[-1]}")]
 
@@ -105,7 +114,8 @@ LINES: tuple[LineSignature, ...] = (
     # NVIDIA UNIX x86_64 Kernel Module  535.104.05")
     _sig("installed", rf"(?<![\w-])nvidia(?:-[a-z]{{1,12}}){{0,2}}[,/]\s?(?P<v>{_DRIVER})"
          r"(?:,\s?[^,\n]{1,60}){1,2}:\s?installed", _g("v", "driver.version"), flags=re.I),
-    _sig("kernel module", rf"NVRM version:[^\n]{{0,60}}?Kernel Module\s{{1,8}}(?P<v>{_DRIVER})\b",
+    _sig("kernel module", rf"NVRM version:[^\n]{{0,60}}?Kernel Module(?: for (?:aarch64|x86_64|ppc64le))?\s{{1,8}}"
+         rf"(?P<v>{_DRIVER})\b",
          _g("v", "driver.version")),
     # `python -m xformers.info`: "pytorch.version:  2.0.1+cu118", "pytorch.cuda:  available", and what xformers
     # was built for ("build.torch_version:"; its build.python_version is the build machine's, not read)
@@ -310,7 +320,8 @@ def _importing(lines: list[str], i: int) -> str | None:
 READERS: tuple[Callable[[list[str], list[Observation], set[int]], None], ...] = (
     _torch_warnings, _two_lines, _xformers, _import_errors, tool_outputs.unsloth, tool_outputs.torch_build_flags,
     tool_outputs.cuda_start_errors, tool_outputs.smi_query_csv, tool_outputs.framework_label,
-    tool_outputs.pip_show_torch)
+    tool_outputs.pip_show_torch, tool_outputs.proc_driver_version, tool_outputs.lightning_cuda,
+    tool_outputs.gpu_tool_lines)
 
 
 def read(lines: list[str]) -> tuple[list[Observation], set[int], Spans]:

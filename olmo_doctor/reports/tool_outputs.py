@@ -74,9 +74,19 @@ def torch_build_flags(lines: list[str], obs: list[Observation], used: set[int]) 
             used.add(i)
 
 
+# torch's warning without an error number: "CUDA initialization: CUDA unknown error - this may be due to an
+# incorrectly set up environment ... Setting the available devices to be zero."
+_TORCH_INIT_WORDS = re.compile(r"CUDA initialization:\s{0,4}(?P<msg>[^\n(.]{1,120}?)(?:\s-\s|\.|\(|$)")
+
+
 def cuda_start_errors(lines: list[str], obs: list[Observation], used: set[int]) -> None:
     for i, line in enumerate(lines):
         m = _TORCH_INIT.search(line) if "cudaGetDeviceCount" in line else None
+        if m is not None or "CUDA initialization" in line:  # torch's words: is_available() answers False
+            obs.append(Observation("torch.cuda_available", False, i, line))
+        if m is None and "CUDA initialization" in line and (w := _TORCH_INIT_WORDS.search(line)):
+            obs.append(Observation("torch.cuda_init_error", f"CUDA initialization: {w.group('msg').strip()}", i, line))
+            continue
         m = m or (_RUNTIME_INIT.search(line) if " err" in line or "failure" in line else None)
         if m is None:
             continue
@@ -152,3 +162,64 @@ def pip_show_torch(lines: list[str], obs: list[Observation], used: set[int]) -> 
         wheel = _CUDA_WHEEL.search(requires[1])
         if cuda and wheel and cuda.split(".")[0] == wheel.group("major"):
             obs.append(Observation("torch.cuda", cuda, requires[0], lines[requires[0]]))
+
+
+_NVRM = re.compile(r"NVRM version:\s{0,8}NVIDIA UNIX\s{1,4}(?:Open Kernel Module for\s{1,4}(?P<a>aarch64|x86_64|"
+                   r"ppc64le)|(?P<b>aarch64|x86_64|ppc64le)\s{1,4}(?:Open\s)?Kernel Module)")
+_MODULE_GCC = re.compile(r"^\s{0,8}GCC version:", re.I)
+
+
+def proc_driver_version(lines: list[str], obs: list[Observation], used: set[int]) -> None:
+    """`cat /proc/driver/nvidia/version`: its NVRM line names the machine's architecture (the driver's version there
+    is signatures.py's), and the "GCC version:" line below it is the compiler that built the kernel module (NVIDIA's
+    Buildroot on a Jetson, the distribution's on a DKMS host), not the compiler a build here would use."""
+    for i, line in enumerate(lines):
+        if "NVRM version" not in line:
+            continue
+        if m := _NVRM.search(line):
+            obs.append(Observation("os.arch", m.group("a") or m.group("b"), i, line))
+        for j in range(i + 1, min(i + 3, len(lines))):
+            if _MODULE_GCC.match(lines[j]):
+                used.add(j)
+
+
+_LIGHTNING_CUDA = re.compile(r"^\s{0,8}\*\s{0,4}CUDA:\s*$")
+_LIGHTNING_FIELD = re.compile(r"^\s{0,16}-\s{0,4}(?P<k>available|version):\s{1,40}"
+                              r"(?P<v>True|False|None|\d{1,2}\.\d{1,2})\s*$")
+
+
+def lightning_cuda(lines: list[str], obs: list[Observation], used: set[int]) -> None:
+    """Lightning's environment report (`collect_env_details`): under "* CUDA:", "- available:" is
+    torch.cuda.is_available() and "- version:" torch.version.cuda (None for a CPU build); the section ends at the
+    next "* " heading."""
+    for i, line in enumerate(lines):
+        if not _LIGHTNING_CUDA.match(line):
+            continue
+        for j in range(i + 1, min(len(lines), i + 40)):
+            if lines[j].lstrip().startswith("* "):
+                break
+            if m := _LIGHTNING_FIELD.match(lines[j]):
+                value = m.group("v")
+                if m.group("k") == "available" and value in ("True", "False"):
+                    obs.append(Observation("torch.cuda_available", value == "True", j, lines[j]))
+                elif m.group("k") == "version":
+                    obs.append(Observation("torch.cuda", None if value == "None" else value, j, lines[j]))
+                used.add(j)
+
+
+# bitsandbytes' CUDA set-up log (0.3x-0.41): "CUDA SETUP: Highest compute capability among GPUs detected: 8.0"
+_BNB_CC = re.compile(r"Highest compute capability among GPUs detected:\s{0,4}(?P<cc>\d{1,2}\.\d)\b")
+# a driver's CUDA under the driver's own label ("Driver 13.0", "驱动 13.2", Ollama's "driver=13.2"): driver versions
+# have three-digit majors since 2008, so a 1x.y there is the newest CUDA the driver runs, as nvidia-smi prints it
+_DRIVER_CUDA = re.compile(r"(?:(?<![\w.-])(?:NVIDIA )?[Dd]river(?: version)?|驱动(?:版本)?)\s{0,4}[:=：]?\s{0,4}"
+                          r"(?P<v>1[0-3]\.\d)(?![\d.]|\s?(?:GB|MB))")
+
+
+def gpu_tool_lines(lines: list[str], obs: list[Observation], used: set[int]) -> None:
+    for i, line in enumerate(lines):
+        if "compute capability among" in line and (m := _BNB_CC.search(line)):
+            # the highest of the machine's GPUs: GPU 0's when it is the only one named
+            obs.append(Observation("gpu.0.compute_capability", m.group("cc"), i, line))
+            used.add(i)
+        if ("river" in line or "驱动" in line) and (m := _DRIVER_CUDA.search(line)):
+            obs.append(Observation("driver.cuda_version", m.group("v"), i, line))

@@ -29,8 +29,9 @@ SHAPES: dict[str, str] = {
     "driver": r"v?(\d{3}\.\d{1,3}(?:\.\d{1,3})?)",
     # a compiler: 13.2.0, 11.4, or only its major ("GCC 14")
     "gcc": r"v?(\d{1,2}(?:\.\d{1,2}(?:\.\d{1,2})?)?)",
-    # cuDNN: 9.1.0, or torch's integer form (8902 = 8.9.2, 90100 = 9.1.0)
-    "cudnn": r"v?(\d{1,2}\.\d{1,2}(?:\.\d{1,3})?|\d{4,5})",
+    # cuDNN: 9.1.0, or torch's integer form (8902 = 8.9.2, 90100 = 9.1.0); its four-part release (9.3.0.75, as jtop and
+    # the deb packages print it) is the same 9.3.0
+    "cudnn": r"v?(\d{1,2}\.\d{1,2}(?:\.\d{1,3})?|\d{4,5})(?:\.\d{1,6})?",
     "bool": r"(True|False|Yes|No)",
     # a CUDA toolkit's full release (12.8.93, 12.4.1): only a toolkit is named so, never the driver's CUDA or torch's
     "toolkit": r"v?(\d{1,2}\.\d{1,2}\.\d{1,4})",

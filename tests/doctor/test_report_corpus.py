@@ -1,11 +1,13 @@
 """`check --from-report` on real reports from public issue threads (tests/fixtures/report_corpus/, 2023-2026): each
 case names its thread, what the thread settled, and what the verdict must say (cases.toml explains the fields).
-Four corpora built apart from each other: cases.toml, cases2.toml (other threads, weighted toward prose, Windows/WSL,
+Five corpora built apart from each other: cases.toml, cases2.toml (other threads, weighted toward prose, Windows/WSL,
 ROCm, package lists, issue forms, torch's own warnings, containers and notebooks), cases3.toml (written down before
 the reader ran on it: conda list, pip freeze, xformers.info, accelerate/transformers env, collect_env from login nodes,
-macOS and CentOS 7, compact version tags, and texts that are no report at all) and cases4.toml (also written down
-first, 11/25 on its first run: tool banners, torch's build flags, bare printouts, CUDA start-up errors, nvidia-smi
-query CSV, Dockerfiles and PRs); each is scored on its own.
+macOS and CentOS 7, compact version tags, and texts that are no report at all), cases4.toml (also written down first,
+11/25 on its first run: tool banners, torch's build flags, bare printouts, CUDA start-up errors, nvidia-smi query
+CSV, Dockerfiles and PRs) and cases5.toml (also written down first, 13/25 on its first run: /proc/driver/nvidia/version,
+Lightning's env report, CJK issue text with example GPU lists, bitsandbytes' and jtop's logs, a terse "Driver 13.0",
+torch's warning without an error number, release plans and CI matrices); each is scored on its own.
 
 A case is judged right when every fact it lists is read with that value, every fact it marks unknown stays
 unread, the settled cause fires (where a rule covers it), no error fires that the stated machine does not have,
@@ -28,7 +30,7 @@ from olmo_doctor.compat.versions import version_satisfies
 from olmo_doctor.errors import UsageError
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "report_corpus"
-CORPORA = ("cases.toml", "cases2.toml", "cases3.toml", "cases4.toml")
+CORPORA = ("cases.toml", "cases2.toml", "cases3.toml", "cases4.toml", "cases5.toml")
 BY_CORPUS: dict[str, list[dict[str, Any]]] = {
     name: tomllib.loads((CORPUS / name).read_text())["case"] for name in CORPORA}
 CASES: list[dict[str, Any]] = [case for cases in BY_CORPUS.values() for case in cases]
@@ -44,6 +46,13 @@ MISSES: dict[str, str] = {
     # collect_env's GPU list cut after "GPU 0: NVIDIA H20" (the excerpt ends there, no closing fence, none of the
     # later sections): the reader counts the GPUs it was shown; a list cut mid-way is not told from a one-GPU one
     "322-vllm-sectioned-h20-alibaba-gcc-217-cut.txt": "a GPU list cut mid-paste counts the GPUs shown",
+    # Lightning's "GPU: None" says torch saw no GPU; on a GPU machine with a CPU-only torch it says the same, so it is
+    # not read as "the machine has no GPU" (that would hide OD155, a CPU torch on a GPU machine)
+    "411-lightning-env-details-tpu-gpu-none.txt": "torch seeing no GPU is not read as a machine without one",
+    # "upgraded the driver from 535.309.01 to 580.159.03" after "My driver (535.309.01) was below...": the reader
+    # keeps a fact stated twice differently unknown; telling a superseded value from the current one needs the
+    # sentence's tense. "both Tesla P40s" gives no count either.
+    "417-prose-driver-upgraded-from-to-two-p40.txt": "an old and a new driver both stated; 'both' is no count",
 }
 
 
