@@ -241,16 +241,28 @@ def _write(root: Path, tmp: Path, final: Path, step: int, sd: dict[str, Any], tr
                     remove_tree(old)
 
 
+# the exact names a killed save or purge leaves: `save` makes step<N>-tmp, fsutil.remove_tree renames a checkpoint
+# onto mkdtemp's step<N>-deleting-XXXXXXXX, and the atomic writer of `latest` writes .latest.XXXXXXXX.tmp (mkstemp);
+# step-NNNNNN is older olmo versions' naming. A name that only starts so ("step3-tmp.tar.gz") is someone else's.
+_LEFTOVER_DIR = re.compile(r"^step-?\d+-(?:tmp|deleting(?:-[a-z0-9_]{8})?)$")  # (older versions: step<N>-deleting)
+_LEFTOVER_FILE = re.compile(rf"^\.{LATEST}\.[a-z0-9_]{{8}}\.tmp$")
+
+
 def leftovers(root: Path) -> list[Path]:
-    """What a killed save or purge leaves in checkpoints/: `step<N>-tmp` and `-deleting` folders, temp pointer
-    files. OlmoError when one of those names is a symlink: olmo makes real folders there, so a link is not
-    its own to delete, and following it would delete (or write into) wherever it points."""
-    found = [p for p in root.iterdir() if re.match(r"^step-?\d+-(tmp|deleting)", p.name)
-             or p.name.startswith(f".{LATEST}.")]
+    """What a killed save or purge leaves in checkpoints/: `step<N>-tmp` and `step<N>-deleting-XXXXXXXX` folders
+    of plain files, `.latest.XXXXXXXX.tmp` files, by their exact names. OlmoError when one of those names is not
+    what olmo makes there (a symlink, a file for a folder, a folder holding folders or links): olmo deletes only
+    what it made, and following a link would delete (or write into) wherever it points."""
+    found = [p for p in root.iterdir() if _LEFTOVER_DIR.match(p.name) or _LEFTOVER_FILE.match(p.name)]
     for p in found:
         if p.is_symlink():
             raise OlmoError(f"{p} is a symlink where olmo keeps an unfinished checkpoint of its own; olmo never "
                             "follows or deletes a link it did not make: remove the link, then run again")
+        wanted_dir = bool(_LEFTOVER_DIR.match(p.name))
+        if p.is_dir() != wanted_dir or (wanted_dir and any(not e.is_file() or e.is_symlink() for e in p.iterdir())):
+            raise OlmoError(f"{p} has the name of an unfinished olmo checkpoint but is not one (olmo leaves "
+                            f"{'a folder of plain files' if wanted_dir else 'a plain file'} there); olmo deletes "
+                            "only what it made: move it out of checkpoints/, then run again")
     return found
 
 

@@ -10,6 +10,7 @@ Recipes (YAML or Python) and `--set a.b=c` overrides are turned into these objec
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -344,6 +345,14 @@ def validate(cfg: TrainConfig, world_size: int = 1) -> None:
     _check_parallel_and_precision(cfg)
     _check_attention_backend(cfg.model)
     _check_local_paths(cfg)
+    _check_device(cfg.device)
+
+
+def _check_device(device: str) -> None:
+    """The device's spelling, checked here so `--dry-run` refuses what the run would (which devices exist is
+    the run's own check, olmo.parallel.resolve_device)."""
+    if not re.fullmatch(r"auto|cpu|cuda(?::\d{1,3})?", device):
+        raise ConfigError(f"device {shown(device)} is not one olmo trains on; use auto, cpu, cuda or cuda:N")
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

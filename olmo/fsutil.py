@@ -133,3 +133,13 @@ def remove_empty_dirs(dirs: list[Path]) -> None:
             d.rmdir()
         except OSError:
             return
+
+
+def inside_folder(path: Path, directory: Path) -> bool:
+    """Whether `path` is a file of `directory` itself: not a symlink leading out of it (to ~/.ssh/id_rsa, which a
+    command would then copy into its output). The one link allowed out is the Hugging Face hub cache's own:
+    `models--X/snapshots/<rev>/model.safetensors -> ../../blobs/<sha256>`."""
+    real, home = Path(os.path.realpath(path)), Path(os.path.realpath(directory))
+    if real.is_relative_to(home):
+        return True
+    return home.parent.name == "snapshots" and real.parent == home.parent.parent / "blobs"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from olmo.errors import OlmoError
+from olmo.terminal import plain
 from olmo_common.bounded.files import read_lines
 
 # Dense (no 2:4 sparsity) BF16 tensor-core peak, TFLOP/s, matched against torch.cuda.get_device_name().
@@ -127,7 +128,7 @@ def wandb_run_id(run_dir: Path, resume: bool, warn: Any = print) -> str:
             text = ""
         if _WANDB_ID_RE.match(text):
             return text
-        warn(f"{path} does not hold a W&B run id; logging to a new W&B run")
+        warn(f"{plain(path)} does not hold a W&B run id; logging to a new W&B run")
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"  # W&B's own ids: 8 of these
     run_id = "".join(secrets.choice(alphabet) for _ in range(8))
     atomic_write_bytes(path, f"{run_id}\n".encode())
@@ -159,14 +160,14 @@ class MetricsLog:
                 self.wandb = wandb.init(project=wandb_project, dir=str(run_dir), config=config, name=run_dir.name,
                                         id=wandb_run_id(run_dir, resume, warn), resume="allow")
             except Exception as e:  # not installed, or not logged in: training goes on without it
-                warn(f"wandb logging is off: {type(e).__name__}: {e}")
+                warn(f"wandb logging is off: {type(e).__name__}: {plain(e)}")
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
                 self.tb = SummaryWriter(str(run_dir / "tb"))
             except Exception as e:
-                warn(f"TensorBoard logging is off ({type(e).__name__}: {e}); pip install tensorboard")
+                warn(f"TensorBoard logging is off ({type(e).__name__}: {plain(e)}); pip install tensorboard")
 
     def write(self, record: dict[str, Any]) -> None:
         record = {"time": round(time.time(), 3), **record}

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from olmo.errors import OlmoError
 from olmo.lock import LOCK_NAME, DirLock, hold_for_replacing, let_go
+from olmo.terminal import plain
 from olmo_common.bounded.data import load_json
 from olmo_common.bounded.files import open_regular
 
@@ -370,8 +371,8 @@ def publish(claimed: Claim, tmp: Path, overwrite: bool = True) -> None:
     fsync_dir(claimed.out.parent)
     kept = remove_own(old, claimed.kind)
     if kept is not None:
-        print(f"olmo: warning: the earlier {claimed.out} held files {claimed.kind.command} did not write by the "
-              f"time it was replaced; they are kept in {kept}", file=sys.stderr)
+        print(f"olmo: warning: the earlier {plain(claimed.out)} held files {claimed.kind.command} did not write by "
+              f"the time it was replaced; they are kept in {plain(kept)}", file=sys.stderr)
 
 
 def remove_own(folder: Path, kind: Kind) -> Path | None:

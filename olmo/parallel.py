@@ -47,10 +47,36 @@ class World:
         return self.rank == 0
 
 
+_LAUNCH_HINT = "launch with torchrun (which sets them), or unset RANK, LOCAL_RANK and WORLD_SIZE for one process"
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{name}={raw[:40]!r} is not a whole number; {_LAUNCH_HINT}") from None
+    if not 0 <= value <= 1_000_000:
+        raise ConfigError(f"{name}={value} is out of range; {_LAUNCH_HINT}")
+    return value
+
+
 def world_from_env() -> World:
-    """The process's place in a torchrun launch (RANK / LOCAL_RANK / WORLD_SIZE), or a single process."""
-    return World(int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0)),
-                 int(os.environ.get("WORLD_SIZE", 1)))
+    """The process's place in a torchrun launch (RANK / LOCAL_RANK / WORLD_SIZE), or a single process. Values that
+    no launcher sets (not a number, WORLD_SIZE 0, a rank past the world, several processes without MASTER_ADDR)
+    are a ConfigError in one line, before anything starts."""
+    world = World(_env_int("RANK", 0), _env_int("LOCAL_RANK", 0), _env_int("WORLD_SIZE", 1))
+    if world.world_size < 1:
+        raise ConfigError(f"WORLD_SIZE=0 names no process; {_LAUNCH_HINT}")
+    if world.rank >= world.world_size or world.local_rank >= world.world_size:
+        raise ConfigError(f"RANK={world.rank} / LOCAL_RANK={world.local_rank} is not below WORLD_SIZE="
+                          f"{world.world_size}; {_LAUNCH_HINT}")
+    if world.world_size > 1 and not (os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")):
+        raise ConfigError(f"WORLD_SIZE={world.world_size} but MASTER_ADDR or MASTER_PORT is not set, so the "
+                          f"processes cannot meet; {_LAUNCH_HINT}")
+    return world
 
 
 def resolve_device(name: str, world: World) -> torch.device:

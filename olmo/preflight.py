@@ -261,6 +261,6 @@ def check_resumed_config(saved: dict[str, Any], cfg: TrainConfig, say: Any) -> N
         raise ConfigError(f"the checkpoint's model differs from the recipe ({', '.join(model_changes)}); "
                           "resume with the original model settings or start a new run_dir")
     if changed:
-        from rich.markup import escape  # the changed values are the user's data, not markup
+        from olmo.terminal import inert  # the changed values are the user's data, not markup
 
-        say(f"[yellow]resuming with changed settings: {escape(', '.join(changed))}[/]")
+        say(f"[yellow]resuming with changed settings: {inert(', '.join(changed))}[/]")

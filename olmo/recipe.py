@@ -317,6 +317,10 @@ def _build(cls: type, raw: dict[str, Any], prefix: str, source: str) -> Any:
     if cls is ModelConfig and "size" in raw:
         base = model_size(str(raw.pop("size")))
     for key in raw:
+        if not isinstance(key, str):  # YAML makes `2: 3`, `true: x`, `null: 1` keys of other types
+            kind = "null" if key is None else "true/false" if isinstance(key, bool) else "a number"
+            raise ConfigError(f"{source}: key {shown(prefix + str(key))} is {kind}, not a name; write the name of a "
+                              f"config field (known keys: {', '.join(names)})")
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
             hint = f"did you mean '{prefix}{close[0]}'?" if close else f"known keys: {', '.join(names)}"

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 import torch
 from rich.console import Console
-from rich.markup import escape  # paths are data: a "[/x]" in one is not markup
 
 from olmo import checkpoint, outputs, parallel, progress
 from olmo.config import TrainConfig
@@ -49,6 +48,7 @@ from olmo.parallel import World, autocast_dtype, world_from_env
 from olmo.preflight import Checked, check_resumed_config, check_shared_run_dir, preflight
 from olmo.progress import Advance, Phases
 from olmo.recipe import config_to_dict, to_yaml
+from olmo.terminal import inert
 from olmo_common.atomic import AtomicFile, shared_mode
 from olmo_common.bounded.files import read_lines
 
@@ -162,17 +162,17 @@ def _resume_from(state: RunState, ckpt: Path) -> None:
     if not checkpoint.restore_rng(saved, world.rank, world.world_size):
         say(f"resuming on {world.world_size} process(es) from a checkpoint saved on {saved_world}: same global "
             "batches from the same sample index, split over the new ranks (RNG states not restored)")
-    say(f"resumed from {escape(str(ckpt))} (step {state.step}, {state.tokens_seen:,} tokens seen)")
+    say(f"resumed from {inert(str(ckpt))} (step {state.step}, {state.tokens_seen:,} tokens seen)")
 
 
 def _start_fresh(state: RunState, checked: Checked, resume: bool) -> None:
     """Step 0: random weights, or those of `init_from` (with a fresh optimizer and data order)."""
     if resume:
-        state.say(f"no checkpoint in {escape(str(Path(state.cfg.run_dir) / checkpoint.CHECKPOINTS))}; starting a "
+        state.say(f"no checkpoint in {inert(str(Path(state.cfg.run_dir) / checkpoint.CHECKPOINTS))}; starting a "
                   "new run")
     if checked.init_path:
         checkpoint.load(checked.init_path, state.model, None)
-        state.say(f"initialised the weights from {escape(str(checked.init_path))} (step 0, fresh optimizer and data "
+        state.say(f"initialised the weights from {inert(str(checked.init_path))} (step 0, fresh optimizer and data "
                   "order)")
 
 
@@ -230,7 +230,7 @@ def train_step(state: RunState, micro_batches: list[torch.Tensor], lr: float) ->
             ce, grad_norm = state.graph(*micro_batches)
             return ce.clone(), grad_norm.clone()  # the graph's outputs are overwritten by the next replay
         except CaptureFailed as e:
-            state.say(f"[yellow]the step could not be recorded as a CUDA graph ({e}); going on without[/]")
+            state.say(f"[yellow]the step could not be recorded as a CUDA graph ({inert(e)}); going on without[/]")
             state.graph = None
             state.optimizer.lr_override = None
     ce, grad_norm = forward_backward_step(state, micro_batches)
@@ -316,7 +316,7 @@ def _save_shown(state: RunState, run_dir: Path, step: int, extra: dict[str, Any]
                 for t in checkpoint.tensors(group))
     final = run_dir / checkpoint.CHECKPOINTS / checkpoint.step_dir_name(step)
     if total > progress.NOTE_BYTES:
-        state.say(f"saving checkpoint step {step} ({total / 1e9:,.1f} GB) to {escape(str(final))}")
+        state.say(f"saving checkpoint step {step} ({total / 1e9:,.1f} GB) to {inert(str(final))}")
     with state.phases("saving", total) as advance, \
             progress.watch_folder((final.with_name(f"{final.name}-tmp"), final), advance):
         return checkpoint.save(run_dir, step, state.model, state.optimizer, extra, state.cfg.keep_last_n,
@@ -465,7 +465,7 @@ class _Loop:
         extra = {"tokens_seen": state.tokens_seen, "data_loader": state.loader.state_dict(),
                  "config": config_to_dict(state.cfg), "world_size": state.world.world_size}
         self.result.checkpoint = _save_shown(state, Path(state.cfg.run_dir), self.step, extra)
-        state.say(f"saved {escape(str(self.result.checkpoint))}")
+        state.say(f"saved {inert(str(self.result.checkpoint))}")
 
 
 def dry_run_summary(cfg: TrainConfig) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from olmo.cli.common import JsonFlag, err, out
 from olmo.errors import OlmoError
 from olmo.fsutil import check_local
 from olmo.outputs import overwrite_help
+from olmo.terminal import plain
 from olmo_common.bounded.data import load_json
 
 
@@ -48,12 +49,13 @@ def export_hf_cmd(
 
     size = folder_bytes(path)
     if size > NOTE_BYTES:  # reading the weights shows no bar: say what the wait is for
-        err.print(f"exporting {path} ({size / 1e9:,.1f} GB) to {out_dir}: reading the weights", markup=False)
+        err.print(f"exporting {plain(path)} ({size / 1e9:,.1f} GB) to {plain(out_dir)}: reading the weights",
+                  markup=False)
     with sized_bar("writing") as progress:
         hf.export_hf(path, out_dir, tokenizer, dtypes[dtype], overwrite, progress=progress)
     conf = load_json(out_dir / "config.json", "model config")
     # the folder as a Python literal: pasted, the line loads that folder whatever quotes its name holds
-    out.print(f"wrote {conf['architectures'][0]} from {path} to {out_dir} ({dtype}); load it with "
+    out.print(f"wrote {plain(conf['architectures'][0])} from {plain(path)} to {plain(out_dir)} ({dtype}); load it with "
               f"transformers.AutoModelForCausalLM.from_pretrained({str(out_dir)!r})", markup=False)
     if json_:
         jsonout.emit(summaries.exported(path, out_dir, conf["architectures"][0], dtype))

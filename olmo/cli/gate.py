@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from rich.markup import escape
-
 from olmo.cli.common import err
 from olmo.errors import OlmoError
+from olmo.terminal import inert
 
 # how sure diagnose must be before an unexpected exception is called the machine's fault rather than a bug
 FAULT_CONFIDENCE = 0.5
@@ -43,7 +42,7 @@ def doctor_gate(plan_device: str, skip: bool) -> None:
     except Exception as e:  # a bug in a probe is not evidence of a broken machine: say so and train
         fault = limit_fault(e)  # unless the doctor itself ran out of room under a memory limit
         if fault is None:
-            err.print(f"[yellow]warning: olmo-doctor check could not run ({type(e).__name__}: {escape(str(e))}); "
+            err.print(f"[yellow]warning: olmo-doctor check could not run ({type(e).__name__}: {inert(str(e))}); "
                       "training without it[/]")
             return
     if fault is not None:  # raised outside the handler: the memory error is said once, not again as its context

@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from olmo.cli import jsonout, summaries
 from olmo.cli.common import JsonFlag, err, out
 from olmo.errors import OlmoError
 from olmo.fsutil import check_local
 from olmo.outputs import overwrite_help
+from olmo.terminal import inert, plain
 
 
 @jsonout.command
@@ -38,11 +38,11 @@ def import_hf_cmd(
         jsonout.emit(summaries.imported(path, model))
     tok = path / "tokenizer.json"
     if not tok.is_file():  # never point at a file this command did not write
-        err.print(f"[yellow]warning:[/] {escape(str(hf_dir))} has no tokenizer.json, so none was copied; tokenize your "
+        err.print(f"[yellow]warning:[/] {inert(str(hf_dir))} has no tokenizer.json, so none was copied; tokenize your "
                   "data with the model's own tokenizer.json and pass it to `olmo export-hf --tokenizer` later")
-    out.print(f"wrote {path}: {model.num_params() / 1e6:,.1f}M parameters, {model.n_layers} layers; fine-tune with\n"
-              + "\n".join("  " + line for line in hf.fine_tune_commands(path, tok if tok.is_file() else None)),
-              markup=False)
+    commands = hf.fine_tune_commands(path, tok if tok.is_file() else None)
+    out.print(f"wrote {plain(path)}: {model.num_params() / 1e6:,.1f}M parameters, {model.n_layers} layers; "
+              "fine-tune with\n" + "\n".join("  " + plain(line) for line in commands), markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from olmo.cli import jsonout, summaries
 from olmo.cli.common import JsonFlag, err, out, parse_count
@@ -16,6 +15,7 @@ from olmo.data.text_decode import LEGACY
 from olmo.errors import OlmoError
 from olmo.fsutil import check_local
 from olmo.outputs import overwrite_help
+from olmo.terminal import inert
 
 if TYPE_CHECKING:
     from olmo.data.prepare import InputOptions, LoadedTokenizer, PrepareResult
@@ -120,7 +120,7 @@ def _say_prepared(output: Path, res: PrepareResult, tok: LoadedTokenizer, option
 
     n_tok = sum(s.num_tokens for s in res.shards)
     if res.already_done:
-        out.print(f"{escape(str(output))} is already prepared from these inputs: {len(res.shards)} shards, "
+        out.print(f"{inert(str(output))} is already prepared from these inputs: {len(res.shards)} shards, "
                   f"{n_tok:,} tokens")
         return
     if res.resumed_from:
@@ -129,7 +129,7 @@ def _say_prepared(output: Path, res: PrepareResult, tok: LoadedTokenizer, option
         _warn(path, st, text_field, options.read.encoding is None)
     n_docs = sum(s.num_docs for s in res.shards)
     rate = res.tokens_this_run / max(res.seconds, 1e-9)
-    out.print(f"wrote {len(res.shards)} shard(s), {n_tok:,} tokens, {n_docs:,} documents to {escape(str(output))} "
+    out.print(f"wrote {len(res.shards)} shard(s), {n_tok:,} tokens, {n_docs:,} documents to {inert(str(output))} "
               f"in {res.seconds:.1f}s ({rate:,.0f} tokens/s, {max(res.workers, 1)} worker process(es)); "
               f"dtype {dtype_for_vocab(tok.vocab_size)}, vocab {tok.vocab_size:,}, EOS id {tok.eos_id}")
 
@@ -189,12 +189,12 @@ def input_options(text_field: str, encoding: str, max_undecodable: str, max_doc_
 
 def _warn(path: str, st: FileStats, text_field: str, guessed: bool) -> None:
     """The per-file notes of a finished run: what was skipped or replaced, and a detected encoding."""
-    where = f"[yellow]warning:[/] {escape(str(path))}:"
+    where = f"[yellow]warning:[/] {inert(str(path))}:"
     if st.bad:
         rows = path.endswith((".parquet", ".arrow"))
         what = "row(s) whose" if rows else "line(s) that are not JSON objects with a string"
-        err.print(f"{where} skipped {st.bad} {what} '{escape(text_field)}'{' is not text' if rows else ''} "
-                  f"(first: {'row' if rows else 'line'} {st.first_bad_line}, {escape(st.first_bad_why)})")
+        err.print(f"{where} skipped {st.bad} {what} '{inert(text_field)}'{' is not text' if rows else ''} "
+                  f"(first: {'row' if rows else 'line'} {st.first_bad_line}, {inert(st.first_bad_why)})")
     if st.empty:
         err.print(f"{where} skipped {st.empty} empty document(s)")
     if st.oversized:
@@ -217,7 +217,7 @@ def _print_dry_run(files: list[Path], stats: dict[str, FileStats], vocab: int, s
         st = stats.get(str(f)) or FileStats()
         flag = "[red]no documents[/]" if st.docs == 0 else ("[red]unparseable lines[/]" if st.bad else "")
         flagged += bool(flag)
-        table.add_row(escape(str(f)), f"{st.docs:,}", f"{st.tokens:,}", str(st.empty), str(st.bad),
+        table.add_row(inert(str(f)), f"{st.docs:,}", f"{st.tokens:,}", str(st.empty), str(st.bad),
                       str(st.oversized), f"{st.undecodable:,}", st.encoding or "utf-8", flag)
     out.print(table)
     total = sum(s.tokens for s in stats.values())

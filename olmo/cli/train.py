@@ -11,6 +11,7 @@ from olmo.cli import gate, jsonout, summaries
 from olmo.cli.common import JsonFlag, err, out
 from olmo.errors import OlmoError
 from olmo.fsutil import check_local
+from olmo.terminal import plain
 
 if TYPE_CHECKING:
     from olmo.config import TrainConfig
@@ -97,7 +98,8 @@ def _smoke(steps: int, device: str | None, skip_doctor: bool, keep: Path | None,
     if world_from_env().is_main:
         out.print(("[green]✓[/] " if result.loss_fell else "[red]✗[/] ") + result.verdict())
         if keep is not None:
-            out.print(f"kept the run in {keep}: data/ (shards), run/ (metrics, checkpoint {result.checkpoint})",
+            out.print(f"kept the run in {plain(keep)}: data/ (shards), run/ (metrics, checkpoint "
+                      f"{plain(result.checkpoint)})",
                       markup=False)
     if json_:
         jsonout.emit(summaries.smoke(result, keep))
@@ -122,7 +124,7 @@ def _warn_of_a_slow_step(cfg: TrainConfig, world_size: int) -> None:
 
     warning = slow_step(cfg, gate.plan_device(cfg.device), world_size)
     if warning:
-        err.print(f"olmo: warning: {warning}", markup=False)
+        err.print(f"olmo: warning: {plain(warning)}", markup=False)
 
 
 def _print_plan(cfg: TrainConfig, json_: bool) -> None:
@@ -147,7 +149,7 @@ def _train(cfg: TrainConfig, resume: bool, checked: Checked | None, bars: Phases
     res = train(cfg, resume=resume, console=out, checked=checked, phases=bars)
     ev = f", eval loss {res.eval_loss:.4f}" if res.eval_loss is not None else ""
     if world_from_env().is_main:
-        out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {res.checkpoint}",
+        out.print(f"done: step {res.step}{ev}, {res.tokens_per_s:,.0f} tokens/s; checkpoint {plain(res.checkpoint)}",
                   markup=False)
     if json_:
         jsonout.emit(summaries.trained(cfg, res))

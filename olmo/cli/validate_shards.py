@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from olmo.cli import jsonout, summaries
 from olmo.cli.common import JsonFlag, out
 from olmo.errors import DamageFound, OlmoError
 from olmo.fsutil import check_local
+from olmo.terminal import inert
 
 if TYPE_CHECKING:
     from olmo.data.shards import ShardReport
@@ -75,9 +75,9 @@ def _print_table(reports: list[ShardReport]) -> None:
 
     table = Table("shard", "tokens", "documents", "max id", "status", box=None)
     for r in reports:
-        status = "[green]ok[/]" if not r.problems else f"[red]{escape(r.problems[0].message)}[/]"
+        status = "[green]ok[/]" if not r.problems else f"[red]{inert(r.problems[0].message)}[/]"
         docs = f"{r.num_docs:,}" if r.num_docs >= 0 else "-"
-        table.add_row(escape(r.file), f"{r.num_tokens:,}", docs, str(r.max_id), status)
+        table.add_row(inert(r.file), f"{r.num_tokens:,}", docs, str(r.max_id), status)
     out.print(table)
 
 

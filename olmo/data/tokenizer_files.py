@@ -14,22 +14,13 @@ import os
 from pathlib import Path
 
 from olmo.config import TrainConfig
+from olmo.fsutil import inside_folder
 from olmo_common.bounded.files import read_bytes
 
 TOKENIZER_JSON, TOKENIZER_CONFIG = "tokenizer.json", "tokenizer_config.json"
 
 
 _KINDS = {TOKENIZER_JSON: "tokenizer", TOKENIZER_CONFIG: "tokenizer config"}
-
-
-def _inside(path: Path, directory: Path) -> bool:
-    """Whether `path` is a file of `directory` itself: not a symlink leading out of it (to ~/.ssh/id_rsa, which
-    would then be copied into every checkpoint). The one link allowed out is the Hugging Face hub cache's own:
-    `models--X/snapshots/<rev>/tokenizer.json -> ../../blobs/<sha256>`."""
-    real, home = Path(os.path.realpath(path)), Path(os.path.realpath(directory))
-    if real.is_relative_to(home):
-        return True
-    return home.parent.name == "snapshots" and real.parent == home.parent.parent / "blobs"
 
 
 def from_dir(directory: Path) -> dict[str, bytes]:
@@ -42,7 +33,7 @@ def from_dir(directory: Path) -> dict[str, bytes]:
         path = directory / name
         if not path.is_file():
             continue
-        if not _inside(path, directory):
+        if not inside_folder(path, directory):
             raise OlmoError(f"{path} is a symlink to {os.path.realpath(path)}, outside {directory}; olmo copies only "
                             "the folder's own files: put a copy of the file itself there")
         try:

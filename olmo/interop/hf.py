@@ -29,7 +29,7 @@ import torch
 from olmo import checkpoint, outputs
 from olmo.config import ConfigError, DataConfig, ModelConfig, OptimConfig, TrainConfig
 from olmo.errors import OlmoError, is_disk_full
-from olmo.fsutil import check_local, check_output_dir, fsync_dir, gigabytes, mount_of, read_small
+from olmo.fsutil import check_local, check_output_dir, fsync_dir, gigabytes, inside_folder, mount_of, read_small
 from olmo.interop.hf_config import from_hf_key, hf_config, model_config_from_hf, to_hf_key
 from olmo.progress import watch_folder
 from olmo_common.atomic import shared_mode
@@ -227,6 +227,8 @@ def _read_hf_weights(hf_dir: Path, progress: Callable[[int, int], None] | None =
 
     index = hf_dir / "model.safetensors.index.json"
     files = sorted(set(_index_files(index))) if index.is_file() else ["model.safetensors"]
+    for f in [*(["model.safetensors.index.json"] if index.is_file() else []), *files]:
+        own_file(hf_dir, f)
     if not all((hf_dir / f).is_file() for f in files):
         raise ConfigError(f"{hf_dir} has no safetensors weights ({', '.join(files)}); download them (e.g. "
                           "`hf download MODEL --local-dir DIR`) or convert .bin weights to safetensors first")
@@ -270,6 +272,15 @@ def _check_declared(hf_dir: Path, f: str, expected: dict[str, tuple[int, ...]]) 
     with safe_open(str(hf_dir / f), "pt") as st:
         for name in st.keys():  # noqa: SIM118 - safe_open is not a mapping
             _check_weight(hf_dir, name, tuple(st.get_slice(name).get_shape()), expected)
+
+
+def own_file(folder: Path, name: str) -> None:
+    """ConfigError when `folder/name` is a symlink leading out of the model folder (to any file the user can read):
+    import-hf reads only the folder's own files (and the Hugging Face cache's snapshot -> blob links)."""
+    path = folder / name
+    if os.path.lexists(path) and not inside_folder(path, folder):
+        raise ConfigError(f"{path} is a link to a file outside {folder}; import-hf reads only the model folder's own "
+                          "files: copy the file into the folder instead of linking it")
 
 
 def _index_files(index: Path) -> list[str]:
@@ -354,6 +365,7 @@ def import_hf(hf_dir: Path, out: Path, overwrite: bool = False,
     conf = hf_dir / "config.json"
     if not conf.is_file():
         raise ConfigError(f"{hf_dir} has no config.json; give a Hugging Face model folder")
+    own_file(hf_dir, "config.json")
     model_cfg = _read_hf_config(conf)
     check_local(out, "OUT_CHECKPOINT")
     check_output_dir(out, "output checkpoint")

@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
     def report(
         output: Annotated[Path | None, typer.Option(
             "-o", "--output", help="Write to FILE instead of stdout: a new file, or an earlier report of olmo-doctor's "
-            "(nothing else is replaced).")] = None,
+            "(nothing else is replaced); '-' is stdout.")] = None,
         deep: Annotated[bool, typer.Option(help="Include the deep probes.")] = False,
     ) -> None:
         """Write a shareable report of this machine (facts, findings, env), redacted."""
@@ -31,6 +31,8 @@ def register(app: typer.Typer) -> None:
         from olmo_doctor.render import to_json
         from olmo_doctor.report import REPORT_MARK, redact
 
+        if output is not None and str(output) == "-":  # the usual spelling of stdout, as --from-report - reads stdin
+            output = None
         if output is not None:
             _check_replaceable(output, REPORT_MARK)
         result = run_check(scope="all", deep=deep)

@@ -265,9 +265,10 @@ def _is_a_mac(found: Found) -> bool:
 
 def _without_module_compiler(lines: list[str]) -> list[str]:
     """/proc/driver/nvidia/version's "GCC version:" line (below its NVRM line) names the compiler that built the
-    kernel module, not this machine's: blanked, so the "gcc version" label does not read it."""
-    return ["" if i and "NVRM version" in lines[i - 1] and line.lstrip().lower().startswith("gcc version:") else line
-            for i, line in enumerate(lines)]
+    kernel module, not this machine's, and a table row comparing builds side by side names no one machine's
+    value: both blanked, so no label reads them."""
+    return ["" if (i and "NVRM version" in lines[i - 1] and line.lstrip().lower().startswith("gcc version:"))
+            or paste.side_by_side(line) else line for i, line in enumerate(lines)]
 
 
 def parse(text: str) -> Facts:
@@ -400,7 +401,7 @@ def expand_shorthand(name: str) -> str:
     """A GPU name as people type it in an issue ("RTX3090", "2080ti", "A6000") spelled as NVIDIA names it, for the
     compute-capability lookup only; the name itself is kept as written."""
     name = re.sub(r"\b(RTX|GTX|GTS|GT|MX)(?=\d)", r"\1 ", name.strip(), flags=re.I)
-    if m := re.match(r"(\d{2})(\d0)(?=\s*(?:ti|super)?\b)", name, re.I):
+    if m := re.match(r"(\d{2})(\d0)(?=\s*(?:ti|super|d)?\b)", name, re.I):
         series = "GTX" if m.group(1) in ("10", "16") else "RTX" if m.group(1) in ("20", "30", "40", "50") else ""
         name = f"{series} {name}".strip()
     return re.sub(r"^(A[2-6]000)\b", r"RTX \1", name, flags=re.I)

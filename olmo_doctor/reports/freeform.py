@@ -26,6 +26,9 @@ from olmo_doctor.reports.vocabulary import NAMES
 # install commands, pip's resolver and download chatter: whole lines of versions wanted, not installed (a
 # requirement said in a sentence is the mention reader's: "requires torch 2.6" there, "but I have 2.4" beside it)
 _NOT_INSTALLED = re.compile(r"\b(?:(?:pip3?|conda|mamba|micromamba|uv|poetry)\s+(?:pip\s+)?(?:install|add)\b|"
+                            # pip's requirement chains: "torch==2.9.0 -> xformers==0.0.33 -> -r requirements.txt
+                            # (line 35)"
+                            r"requirements[\w./-]{0,60}\.txt \(line \d{1,6}\)|"
                             r"satisfies the requirement|no matching distribution|Requirement already satisfied|"
                             r"^\s*(?:Collecting|Downloading|Using cached|Looking in indexes)\b)", re.I)
 _BUILT_WITH = re.compile(r"\bbuilt with:\s*$", re.I)
@@ -70,7 +73,7 @@ def _dockerfile(lines: list[str]) -> set[int]:
 
 def not_stated(lines: list[str]) -> set[int]:
     """Indexes of lines that name versions wanted or built with, not installed."""
-    out: set[int] = _dockerfile(lines)
+    out: set[int] = _dockerfile(lines) | {i for i, ln in enumerate(lines) if paste.side_by_side(ln)}
     in_built_with = False
     for i, line in enumerate(lines):
         if _BUILT_WITH.search(line):
@@ -84,6 +87,21 @@ def not_stated(lines: list[str]) -> set[int]:
         if _NOT_INSTALLED.search(without_commands(line)) or _BUMP.search(line):
             out.add(i)
     return out
+
+
+# a logger's timestamp written into the middle of a line (ComfyUI prefixes every write: "** Python version:2025-11-27
+# T00:45:36.445695 -  2025-11-27T00:45:36.445785 - 3.13.9"), and an issue template's unfilled example ("GPU count and
+# types [e.g. two machines with x8 A100s each]"): neither states a value
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\s{0,2}-\s{1,2}")
+_PLACEHOLDER = re.compile(r"[\[(](?:e\.g\.|eg\.|for example|example:|such as)[^\])\n]{0,300}[\])]", re.I)
+
+
+def _without_placeholders(line: str) -> str:
+    if "-" in line and ":" in line:
+        line = _TIMESTAMP.sub(" ", line)
+    if "e.g" in line or "eg." in line or "xample" in line or "such as" in line:
+        line = _PLACEHOLDER.sub(lambda m: " " * len(m.group(0)), line)
+    return line
 
 
 def without_commands(line: str) -> str:
@@ -233,7 +251,7 @@ def read(text: str) -> Reading:
     lines = paste.unwrap(text)
     # olmo-doctor's own summary lines are its rendering of some machine, not a statement to read back
     own = accept.own_output(lines)
-    lines = ["" if i in own else without_commands(ln) for i, ln in enumerate(lines)]
+    lines = ["" if i in own else _without_placeholders(without_commands(ln)) for i, ln in enumerate(lines)]
     skip = not_stated(lines)
     recipe = _dockerfile(lines)  # a recipe is no printout or tool output either: no reader sees it
     lines = ["" if i in recipe else ln for i, ln in enumerate(lines)]

@@ -39,13 +39,17 @@ _GEFORCE = r"(?:10[5-8]0|16[56]0|20[6-8]0|30[5-9]0|40[6-9]0|50[5-9]0)"
 _BARE_MODEL = re.compile(r"(?<![\w.-])(?<!RTX )(?<!GTX )(?<!rtx )(?<!gtx )"
                          rf"({_GEFORCE}(?:\s?(?:Ti|SUPER))?)"
                          r"(?=\s(?:GPUs?|cards?|graphics)\b)|"
+                         # or after the vendor's name: "nvidia 4090d", "NVIDIA 3090" (China's D models too)
+                         rf"(?<=nvidia )({_GEFORCE}(?:\s?(?:Ti|SUPER)|D)?)(?![\w.])|"
                          # or with "GPU" glued before it: "GPU3090", "GPU: 4090"
                          rf"(?<=GPU)(?::\s?|\s)?({_GEFORCE}(?:\s?(?:Ti|SUPER))?)"
                          r"(?![\w.])", re.I)
 # a GeForce model number that can only be a GPU: with its Ti/SUPER ("2080ti", "4070 Super"), or with a count
 # ("4090*4", "3090 x2", "8x 4090")
-_MODEL_SAID = re.compile(rf"(?<![\w.-])(?:(?P<before>\d{{1,2}})\s?[x×*]\s?)?(?<!RTX )(?<!GTX )(?<!rtx )(?<!gtx )"
-                         rf"(?P<model>{_GEFORCE}(?:\s?(?:Ti|SUPER)(?![\w.])|(?(before)|(?=\s?[x×*]\s?\d))))"
+_MODEL_SAID = re.compile(rf"(?<![\w.-])(?:(?P<before>\d{{1,2}})\s?[x×*]\s?|[x×](?P<xbefore>\d{{1,2}})\s)?"
+                         r"(?<!RTX )(?<!GTX )(?<!rtx )(?<!gtx )"
+                         rf"(?P<model>{_GEFORCE}(?:\s?(?:Ti|SUPER)(?![\w.])|(?(before)|(?(xbefore)D?s?(?![\w.])|"
+                         r"(?=\s?[x×*]\s?\d)))))"
                          r"(?:\s?[x×*]\s?(?P<after>\d{1,2}))?(?![\w]|\.\w)", re.I)
 # after a name, a class of GPUs rather than one ("A100+", "A100 or newer", "Ampere and later"): not this machine's;
 # or a CPU's cache level that reads like a GPU name (lscpu's "L2 cache:" is no NVIDIA L2)
@@ -89,6 +93,11 @@ def _one_per_line(lines: list[str]) -> Named:
     return []
 
 
+def _singular(model: str) -> str:
+    """A model number said in the plural ("two 4090Ds", "x2 3090s") as the one model."""
+    return model[:-1] if re.fullmatch(r"\d{4}(?:D|d|Ti|ti)?s", model) else model
+
+
 def _a_gpu(line: str, m: re.Match[str], name: str) -> bool:
     """Not a class of GPUs ("A100-class"), nor a word no GPU is called (like "T1000x")."""
     return not _GPU_CLASS.match(line, m.end()) and bool(cc_of(name))
@@ -105,12 +114,12 @@ def _prose_names(lines: list[str]) -> tuple[Named, set[int]]:
             if _a_gpu(line, m, name):
                 names.append((name, i))
                 counts.update(int(c) for c in (m.group(1), m.group(3)) if c)
-        models = (m.group(1) or m.group(2) for m in _BARE_MODEL.finditer(line))
+        models = (_singular(next(g for g in m.groups() if g)) for m in _BARE_MODEL.finditer(line))
         names += [(model, i) for model in models if cc_of(model)]
         for m in _MODEL_SAID.finditer(line):
-            if (model := m.group("model").strip()) and cc_of(model):
+            if (model := _singular(m.group("model").strip())) and cc_of(model):
                 names.append((model, i))
-                counts.update(int(c) for c in (m.group("before"), m.group("after")) if c)
+                counts.update(int(c) for c in (m.group("before"), m.group("xbefore"), m.group("after")) if c)
         counts.update(int(next(g for g in m.groups() if g)) for m in _GPU_COUNT.finditer(line))
     return names, counts
 

@@ -45,7 +45,7 @@ _CUE_BEFORE = re.compile(
     r"tr(?:y|ied|ying)|recommend(?:s|ed)?|expect(?:s|ed)?|want(?:s|ed)?|would|should|compatible with|"
     r"(?:compiled|built|build) (?:with|for|against|w\.)|e\.g\.|for example|like|other|from versions|"
     # what a script or a project does, not what a machine holds: "the script builds flash-attn 2.8.3"
-    r"builds|downloads|fetches|pins|"
+    r"builds|downloads|fetches|pins|installs|"
     # a question or a supposition: "Did you use PyTorch 2.4.0?", "assuming the GPU supports CUDA 12.1"
     r"(?:did|do|does|have|are|were|could|can) you|assuming|suppose|supposing|"
     # the other person's machine, in a reply: "I see that you are using GCC 13. I'm using GCC 14."
@@ -70,6 +70,8 @@ _CUE_AFTER = re.compile(r"\s{0,3}(?:\+(?![\w.])|or (?:newer|later|above|higher|g
                         r"will (?:be|have|ship|drop|add|change))\b|"
                         # a release's plan, not a machine: "PyTorch 2.15 Version Support", "CUDA 13.2 support matrix"
                         r"(?:version )?support(?: matrix| policy)?(?=\s{0,3}(?:$|[:|]))|"
+                        # what a package's files say, not what is installed: "xformers 0.0.33's wheel hard-pins"
+                        r"['’]s (?:wheel|build|release|package|metadata|requirements?)\b|"
                         r"(?:release|support) (?:matrix|plan|policy)\b)",
                         re.I)
 # a sentence's full stop ends a clause; an abbreviation's ("w.", "e.g.") does not
@@ -165,6 +167,8 @@ def line_mentions(line: str, index: int, taken: list[tuple[int, int]] | None = N
         value_end = m.end() + v.end()
         if _CUE_AFTER.match(line, value_end) or not stated_here(line, m.start()):
             continue
+        if key == "cudnn.version" and v.group(1).isdigit():  # torch.backends.cudnn.version()'s integer (8700):
+            key = "torch.cudnn"  # torch's own cuDNN; a system cuDNN is named by its dotted release
         out += observations(key, _value(kind, v.group(1)), index, line)
         read_to = value_end
     return out

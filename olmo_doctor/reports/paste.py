@@ -124,3 +124,16 @@ def _unwrap(text: str) -> tuple[str, ...]:
 
 def unwrap_text(text: str) -> str:
     return "\n".join(unwrap(text))
+
+
+# a markdown table row with a version in two or more value cells: builds or machines side by side ("| CUDA toolkit
+# (NVCC) | 12.9 (V12.9.86) | 13.0 (V13.0.88) |"), none of them this machine's alone
+_VERSION_CELL = re.compile(r"^\s{0,2}`?v?\d{1,4}\.\d{1,4}")
+
+
+def side_by_side(line: str) -> bool:
+    """Whether the line is a table row comparing versions across columns (read by no reader)."""
+    if line.count("|") < 2:  # (unwrapping drops a row's outer pipes: "NVCC | 12.9 | 13.0")
+        return False
+    cells = [c.strip() for c in line.strip().strip("|").split("|")][1:]
+    return sum(bool(_VERSION_CELL.match(c)) for c in cells) >= 2

@@ -166,6 +166,11 @@ LINES: tuple[LineSignature, ...] = (
     _sig("driver", rf"\bdriver\b(?:(?!nvcc|torch|toolkit|runtime)[^\n]){{0,40}}?\b(?:is compatible with|compatible "
          rf"with|supports?(?: up to)?)\s{{1,3}}CUDA(?: version)?\s{{0,3}}(?P<v>{_MM})\b",
          _g("v", "driver.cuda_version"), consume=False, flags=re.I),
+    # torch's own CUDA said beside its version: "torch 2.5.0 stable from pip with cuda 12.4", "PyTorch 2.1 with CUDA
+    # 11.8" (not when another CUDA's owner is named between them: "torch 2.1 and the CUDA toolkit with cuda 12.1")
+    _sig("cuda", rf"(?<![\w./-])(?:py)?torch\s{{0,2}}v?\d{{1,2}}\.\d{{1,2}}(?:\.\d{{1,2}})?(?:\+\w{{1,20}})?"
+         rf"(?:(?!nvcc|toolkit|driver|system|installed|runtime)[^\n]){{0,40}}?\bwith\s{{1,2}}cuda[ -]?(?P<v>{_MM})\b",
+         _g("v", "torch.cuda"), consume=False, flags=re.I),
     # torch's wheel index named beside it: "PyTorch index: `cu121`" (not a URL's /whl/cu121, not a +cu121 tag)
     _sig("cu", r"(?<![\w./-])(?:py)?torch\b[^\n/]{0,60}?(?<![\w/.+-])cu(\d{3})(?![\w.])", _torch_cuda_tag,
          consume=False, flags=re.I),
@@ -290,7 +295,7 @@ def _import_errors(lines: list[str], obs: list[Observation], used: set[int]) -> 
         module = imp.group("dll") if imp.group("dll") in _PACKAGE_OF_MODULE else None
         if module is None and (m := _BINARY_OF.search(line)):
             module = m.group("mod")
-        if module is None and "ImportError" in line:
+        if module is None and ("ImportError" in line or "OSError" in line):
             module = _importing(lines, i)
         if module is None:
             continue
@@ -308,12 +313,20 @@ def _import_errors(lines: list[str], obs: list[Observation], used: set[int]) -> 
 _IMPORT_LINE = re.compile(r"^\s{0,12}(?:import (?P<a>\w{1,60})|from (?P<b>\w{1,60})[\w.]{0,80} import)\b")
 
 
+# a traceback frame in a package's own file: 'File "/env/site-packages/torch/__init__.py", line 300'
+_FRAME = re.compile(r'^\s{0,8}File "[^"\n]{0,400}[/\\](?:site|dist)-packages[/\\](?P<mod>\w{1,60})[/\\.]')
+
+
 def _importing(lines: list[str], i: int) -> str | None:
-    """The module whose import raised the ImportError on line i, when the message names no binary ("ImportError:
-    libcudart.so.12: cannot open shared object file"): the import statement a traceback shows just above it."""
+    """The module whose import raised the error on line i, when the message names no binary ("ImportError:
+    libcudart.so.12: cannot open shared object file"): the import statement a traceback shows just above it, or
+    the package whose own file the traceback's last frame is in (torch/__init__.py loading its CUDA libraries)."""
     for j in range(i - 1, max(-1, i - 3), -1):
         if (m := _IMPORT_LINE.match(lines[j])) and (mod := m.group("a") or m.group("b")) in _PACKAGE_OF_MODULE:
             return mod
+    for j in range(i - 1, max(-1, i - 8), -1):
+        if m := _FRAME.match(lines[j]):
+            return m.group("mod") if m.group("mod") in _PACKAGE_OF_MODULE else None
     return None
 
 
@@ -321,7 +334,7 @@ READERS: tuple[Callable[[list[str], list[Observation], set[int]], None], ...] = 
     _torch_warnings, _two_lines, _xformers, _import_errors, tool_outputs.unsloth, tool_outputs.torch_build_flags,
     tool_outputs.cuda_start_errors, tool_outputs.smi_query_csv, tool_outputs.framework_label,
     tool_outputs.pip_show_torch, tool_outputs.proc_driver_version, tool_outputs.lightning_cuda,
-    tool_outputs.gpu_tool_lines)
+    tool_outputs.gpu_tool_lines, tool_outputs.stated_outputs)
 
 
 def read(lines: list[str]) -> tuple[list[Observation], set[int], Spans]:

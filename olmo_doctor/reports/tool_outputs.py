@@ -223,3 +223,27 @@ def gpu_tool_lines(lines: list[str], obs: list[Observation], used: set[int]) -> 
             used.add(i)
         if ("river" in line or "驱动" in line) and (m := _DRIVER_CUDA.search(line)):
             obs.append(Observation("driver.cuda_version", m.group("v"), i, line))
+
+
+# Stable Diffusion web UI's check: "This program is tested with 3.10.6 Python, but you have 3.13.5."
+_YOU_HAVE_PYTHON = re.compile(r"\btested with (?:Python )?\d\.\d{1,2}(?:\.\d{1,2})?(?: Python)?,? but you have "
+                              r"(?:Python )?(?P<v>3\.\d{1,2}(?:\.\d{1,2})?)\b")
+# NVIDIA's driver installer by file name: "NVIDIA-Linux-x86_64-535.171.04.run"
+_DRIVER_RUNFILE = re.compile(r"\bNVIDIA-Linux-(?:x86_64|aarch64|ppc64le)-(?P<v>\d{3}\.\d{1,3}(?:\.\d{1,3})?)\.run\b")
+_UNAME_M = re.compile(r"\buname\s{1,4}-m\b")
+_ARCH_LINE = re.compile(r"^\s{0,4}(?P<a>x86_64|aarch64|arm64|ppc64le)\s*$")
+
+
+def stated_outputs(lines: list[str], obs: list[Observation], used: set[int]) -> None:
+    for i, line in enumerate(lines):
+        if "but you have" in line and (m := _YOU_HAVE_PYTHON.search(line)):
+            obs.append(Observation("python.version", m.group("v"), i, line))
+            used.add(i)
+        if "NVIDIA-Linux-" in line and (m := _DRIVER_RUNFILE.search(line)):
+            obs.append(Observation("driver.version", m.group("v"), i, line))
+        if "uname" in line and _UNAME_M.search(line):  # the command, then its bare answer on the next line
+            for j in range(i + 1, min(i + 3, len(lines))):
+                if m := _ARCH_LINE.match(lines[j]):
+                    obs.append(Observation("os.arch", m.group("a"), j, lines[j]))
+                    used.add(j)
+                    break

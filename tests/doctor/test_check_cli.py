@@ -96,6 +96,14 @@ def test_report_writes_atomically_and_reads_back(tmp_path: Path) -> None:
     assert json.loads(back.stdout)["facts"]["python.version"] == data["facts"]["python.version"]
 
 
+def test_report_to_dash_is_stdout_not_a_file_named_dash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-o -` is stdout, as `--from-report -` is stdin (a red-team pass found a file named "-" written instead)."""
+    monkeypatch.chdir(tmp_path)
+    res = invoke("report", "-o", "-")
+    assert res.exit_code == 0 and json.loads(res.stdout)["olmo_doctor_report"] == 1
+    assert not (tmp_path / "-").exists() and list(tmp_path.iterdir()) == []
+
+
 def test_rules_and_explain() -> None:
     listing = json.loads(invoke("rules", "--json").stdout)
     assert {"code", "cause", "severity", "sources"} <= set(listing[0])

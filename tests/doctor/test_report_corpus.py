@@ -1,13 +1,15 @@
 """`check --from-report` on real reports from public issue threads (tests/fixtures/report_corpus/, 2023-2026): each
 case names its thread, what the thread settled, and what the verdict must say (cases.toml explains the fields).
-Five corpora built apart from each other: cases.toml, cases2.toml (other threads, weighted toward prose, Windows/WSL,
+Six corpora built apart from each other: cases.toml, cases2.toml (other threads, weighted toward prose, Windows/WSL,
 ROCm, package lists, issue forms, torch's own warnings, containers and notebooks), cases3.toml (written down before
 the reader ran on it: conda list, pip freeze, xformers.info, accelerate/transformers env, collect_env from login nodes,
 macOS and CentOS 7, compact version tags, and texts that are no report at all), cases4.toml (also written down first,
 11/25 on its first run: tool banners, torch's build flags, bare printouts, CUDA start-up errors, nvidia-smi query
 CSV, Dockerfiles and PRs) and cases5.toml (also written down first, 13/25 on its first run: /proc/driver/nvidia/version,
 Lightning's env report, CJK issue text with example GPU lists, bitsandbytes' and jtop's logs, a terse "Driver 13.0",
-torch's warning without an error number, release plans and CI matrices); each is scored on its own.
+torch's warning without an error number, release plans and CI matrices) and cases6.toml (also written down first,
+13/25 on its first run: the most pasted projects' issue forms, PowerShell, WSL2, Docker, side-by-side build
+tables, tracebacks, template placeholders, PR prose); each is scored on its own.
 
 A case is judged right when every fact it lists is read with that value, every fact it marks unknown stays
 unread, the settled cause fires (where a rule covers it), no error fires that the stated machine does not have,
@@ -30,7 +32,7 @@ from olmo_doctor.compat.versions import version_satisfies
 from olmo_doctor.errors import UsageError
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "report_corpus"
-CORPORA = ("cases.toml", "cases2.toml", "cases3.toml", "cases4.toml", "cases5.toml")
+CORPORA = ("cases.toml", "cases2.toml", "cases3.toml", "cases4.toml", "cases5.toml", "cases6.toml")
 BY_CORPUS: dict[str, list[dict[str, Any]]] = {
     name: tomllib.loads((CORPUS / name).read_text())["case"] for name in CORPORA}
 CASES: list[dict[str, Any]] = [case for cases in BY_CORPUS.values() for case in cases]
@@ -53,6 +55,12 @@ MISSES: dict[str, str] = {
     # keeps a fact stated twice differently unknown; telling a superseded value from the current one needs the
     # sentence's tense. "both Tesla P40s" gives no count either.
     "417-prose-driver-upgraded-from-to-two-p40.txt": "an old and a new driver both stated; 'both' is no count",
+    # vLLM's collect_env in a container, its GPU section cut from the excerpt: the one GPU shows only as the "GPU0"
+    # row of `nvidia-smi topo -m`, which the reader does not count
+    "514-vllm-docker-wsl2-sectioned-require-cuda-env.txt": "GPUs counted from a topology matrix alone",
+    # a support thread: the user's "4 RTX 3090 GPUs" and the maintainer's "8 V100 GPUs" (another machine) in one
+    # paste; the reader leaves two different GPUs unknown, and then the text states nothing else it reads
+    "516-thread-four-3090-glued-cu111-maintainer-8-v100.txt": "two speakers' GPUs in one paste",
 }
 
 

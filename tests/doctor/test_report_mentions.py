@@ -60,7 +60,7 @@ READ: list[tuple[str, dict[str, FactValue]]] = [
      {"python.version": "3.10.18"}),
     ("torch-2.3.1-cp312-cp312-manylinux_2_28_x86_64.whl", {"torch.version": "2.3.1", "python.version": "3.12"}),
     # cuDNN in both forms, printed expressions with = and values
-    ("cuDNN 8500", {"cudnn.version": "8.5.0"}),
+    ("cuDNN 8500", {"torch.cudnn": "8.5.0"}),  # the integer form is torch.backends.cudnn.version()'s
     ("cudnn version: 9.1.0", {"cudnn.version": "9.1.0"}),
     ("torch.cuda.is_available() = False", {"torch.cuda_available": False}),
     ("torch.backends.cudnn.version() = 90100", {"torch.cudnn": "9.1.0"}),
@@ -160,10 +160,12 @@ def test_newer_env_commands_and_url_wheels() -> None:
 
 
 def test_cudnn_in_torchs_integer_form_is_a_version_not_an_impossible_value(tmp_path: Path) -> None:
-    # collect_env's own label and a hand-written line alike: 8500 is cuDNN 8.5.0, and the report is judged
+    # a labelled line and a hand-written one alike: 8500 is cuDNN 8.5.0, and the report is judged. The integer form
+    # is what torch.backends.cudnn.version() prints (collect_env names the system's cuDNN by its library's dotted
+    # release), so it is torch's cuDNN (cases6.toml 513: a script printing torch's version, CUDA and cuDNN)
     path = tmp_path / "r.txt"
     path.write_text("PyTorch version: 2.7.1+cu126\nIs debug build: False\nCUDA used to build PyTorch: 12.6\n"
                     "cuDNN version: 8500\n")
-    assert load_report(path)["cudnn.version"] == "8.5.0"
+    assert load_report(path)["torch.cudnn"] == "8.5.0"
     path.write_text("torch 2.7.1, cudnn 90100\n")
-    assert load_report(path)["cudnn.version"] == "9.1.0"
+    assert load_report(path)["torch.cudnn"] == "9.1.0"

@@ -126,6 +126,41 @@ def test_an_index_naming_files_outside_the_folder_is_refused(name: str, hf: Path
     refused(code, err, "outside the model folder")
 
 
+@pytest.mark.parametrize("name", ["model.safetensors", "config.json", "model.safetensors.index.json"])
+def test_a_model_file_linked_from_outside_the_folder_is_refused(name: str, hf: Path, tmp_path: Path,
+                                                                olmo_cli: Cli) -> None:
+    """The attack: a cloned model folder whose weights, config or index is a symlink to a file elsewhere (any file
+    the user can read would be taken in); import-hf reads only the folder's own files, as it does tokenizer.json.
+    (found by a red-team pass: the tokenizer was checked, the weights were not)"""
+    if name == "model.safetensors.index.json":
+        (tmp_path / "elsewhere.json").write_text(json.dumps(
+            {"metadata": {}, "weight_map": {"model.embed_tokens.weight": "model.safetensors"}}))
+    else:
+        shutil.move(hf / name, tmp_path / "elsewhere")
+        if name == "config.json":
+            (tmp_path / "elsewhere.json").write_bytes((tmp_path / "elsewhere").read_bytes())
+    target = tmp_path / ("elsewhere.json" if name.endswith(".json") else "elsewhere")
+    (hf / name).symlink_to(target)
+    code, err = olmo_cli("import-hf", str(hf), str(tmp_path / "out"))
+    refused(code, err, "outside", name)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_hub_caches_snapshot_links_are_still_read(hf: Path, tmp_path: Path, olmo_cli: Cli) -> None:
+    """What the rule must keep working: `hf download` without --local-dir leaves a snapshot folder of links into
+    the cache's blobs/ folder; those are the model's own files."""
+    snapshot = tmp_path / "models--x--y" / "snapshots" / "abc123"
+    blobs = tmp_path / "models--x--y" / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for f in hf.iterdir():
+        shutil.copy(f, blobs / f"sha-{f.name}")
+        (snapshot / f.name).symlink_to(Path("../../blobs") / f"sha-{f.name}")
+    code, err = olmo_cli("import-hf", str(snapshot), str(tmp_path / "out"))
+    assert code == 0, err
+    assert (tmp_path / "out").is_dir()
+
+
 def test_a_config_asking_for_a_trillion_token_vocabulary_is_refused(hf: Path, tmp_path: Path, olmo_cli: Cli) -> None:
     config = json.loads((hf / "config.json").read_text())
     config["vocab_size"] = 10**12

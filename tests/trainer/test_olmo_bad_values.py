@@ -93,3 +93,51 @@ def test_more_workers_than_the_machine_can_use_is_refused_before_any_start(cli: 
                              "--workers", str(too_many))
     assert f"--workers {too_many:,}" in line and f"at most {4 * usable_cpus()}" in line
     assert "RAYON_NUM_THREADS" not in os.environ or os.environ["RAYON_NUM_THREADS"] != str(too_many)
+
+
+# YAML keys that are not names (a second red-team pass): `2: 3` is an int key, `true:` a bool, `null:` None; each
+# went to difflib and ended in "TypeError: 'int' object is not iterable" and "this is a bug in olmo"
+@pytest.mark.parametrize("text", ["2: 3\n", "model: {1: 2}\n", "null: 3\n", "true: 3\n", "optim: {2.5: 1}\n",
+                                  "model: {null: 2}\n"])
+def test_a_recipe_key_that_is_not_a_name_is_one_line(cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     text: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k.yaml").write_text(text)
+    line = _one_line_refusal(cli, tmp_path, "train", "k.yaml", "--dry-run", "--skip-doctor")
+    assert "not a name" in line and "known keys" in line
+
+
+def test_a_set_mapping_with_a_number_key_is_one_line(cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    line = _one_line_refusal(cli, tmp_path, "train", RECIPE, "--set", "model={1: 2}", "--dry-run", "--skip-doctor")
+    assert "model.1" in line and "not a name" in line
+
+
+# the launcher's variables, set by hand or left over from another job: each was a traceback (int('abc'), a division
+# by WORLD_SIZE=0, a bare assert for RANK=-1, torch's "MASTER_ADDR expected" as "a bug in olmo")
+@pytest.mark.parametrize(("env", "words"), [
+    ({"RANK": "abc"}, "RANK='abc' is not a whole number"), ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two'"),
+    ({"WORLD_SIZE": "0"}, "WORLD_SIZE=0"), ({"RANK": "-1"}, "RANK=-1 is out of range"),
+    ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}, "not below WORLD_SIZE=2"),
+    ({"RANK": "1", "WORLD_SIZE": "2"}, "MASTER_ADDR or MASTER_PORT is not set"),
+])
+def test_launcher_variables_no_launcher_sets_are_one_line(cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          env: dict[str, str], words: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    line = _one_line_refusal(cli, tmp_path, "train", "--smoke", "--device", "cpu", "--steps", "4")
+    assert words in line and "torchrun" in line, line
+
+
+@pytest.mark.parametrize("device", ["5", "gpu", "cuda:x", "mps", "cuda:0:1"])
+def test_a_device_olmo_cannot_train_on_is_refused_by_the_dry_run_too(cli: CLI, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      device: str) -> None:
+    """`--dry-run` refuses what the run would refuse (it let `device: 5` through; a red-team pass)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.yaml").write_text(f"device: '{device}'\nsteps: 4\n")
+    line = _one_line_refusal(cli, tmp_path, "train", "d.yaml", "--dry-run", "--skip-doctor")
+    assert "not one olmo trains on" in line and "cuda:N" in line
