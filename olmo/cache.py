@@ -15,8 +15,11 @@ from olmo_common.bounded.data import load_json
 
 
 def cache_root(app: str) -> Path:
-    """$XDG_CACHE_HOME/<app>, else ~/.cache/<app>; created on demand by writers."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    """$XDG_CACHE_HOME/<app>, else ~/.cache/<app>; created on demand by writers. A relative XDG_CACHE_HOME is
+    ignored, as the XDG spec says (it would put caches into whatever folder a command runs in)."""
+    base = os.environ.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / app
 
 

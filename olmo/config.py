@@ -351,8 +351,13 @@ def validate(cfg: TrainConfig, world_size: int = 1) -> None:
 def _check_device(device: str) -> None:
     """The device's spelling, checked here so `--dry-run` refuses what the run would (which devices exist is
     the run's own check, olmo.parallel.resolve_device)."""
-    if not re.fullmatch(r"auto|cpu|cuda(?::\d{1,3})?", device):
+    if re.fullmatch(r"auto|cpu|cuda(?::\d{1,3})?", device):
+        return
+    # torch's other device types (olmo.parallel.resolve_device says the same once torch is imported)
+    if re.fullmatch(r"(?:mps|xla|meta|xpu|hpu|mtia|ipu|mkldnn|opengl|opencl|ideep|hip|ve|fpga|maia|lazy|vulkan|"
+                    r"privateuseone)(?::\d{1,3})?", device):
         raise ConfigError(f"device {shown(device)} is not one olmo trains on; use auto, cpu, cuda or cuda:N")
+    raise ConfigError(f"device {shown(device)} is not a torch device; use auto, cpu, cuda or cuda:N")
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

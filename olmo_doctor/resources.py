@@ -38,6 +38,9 @@ def write_cache(path: Path, value: object) -> None:
 
 
 def user_cache_dir() -> Path:
-    """$XDG_CACHE_HOME/olmo-doctor (default ~/.cache/olmo-doctor); created on demand by callers."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    """$XDG_CACHE_HOME/olmo-doctor (default ~/.cache/olmo-doctor); created on demand by callers. A relative
+    XDG_CACHE_HOME is ignored, as the XDG spec says (it would put the cache into whatever folder `check` runs in)."""
+    base = os.environ.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(base):
+        base = str(Path.home() / ".cache")
     return Path(base) / "olmo-doctor"
