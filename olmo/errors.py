@@ -13,6 +13,7 @@ This module imports nothing heavy (olmo_common is stdlib only): prepare-data's w
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Iterator
 
 from olmo_common.cli_errors import one_line as one_line  # the one-line rule both CLIs share
@@ -98,8 +99,29 @@ def _rank_failures(e: BaseException) -> list[BaseException]:
     return [i for i in inner if isinstance(i, BaseException)]
 
 
+# folders torch, Triton, Hugging Face and the system take from the environment: a failure there is that setting's
+FOLDER_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TRITON_HOME", "HF_HOME", "HF_DATASETS_CACHE",
+                    "XDG_CACHE_HOME", "CUDA_CACHE_PATH", "TMPDIR")
+
+
+def _named_by(path: str) -> str | None:
+    """The environment variable naming the folder `path` is (or lies in), if one does."""
+    for name in FOLDER_VARIABLES:
+        value = os.environ.get(name, "").rstrip("/")
+        if value and os.path.isabs(value) and (path == value or path.startswith(value + "/")):
+            return name
+    return None
+
+
 def describe_os_error(e: OSError) -> str:
-    """'PATH: Read-only file system' for an OSError that names its file."""
+    """'PATH: Read-only file system' for an OSError that names its file, with the variable that chose the folder
+    when one did ("... (TORCHINDUCTOR_CACHE_DIR names it: point it at a folder you can write, or unset it)")."""
     what = e.strerror or str(e)
     names = [n for n in (e.filename, e.filename2) if n]
-    return f"{' -> '.join(map(str, names))}: {what}" if names else what
+    if not names:
+        return what
+    said = f"{' -> '.join(map(str, names))}: {what}"
+    variable = next((v for n in names if (v := _named_by(os.fsdecode(n) if isinstance(n, bytes) else str(n)))), None)
+    if variable is None:
+        return said
+    return f"{said} ({variable} names it: point {variable} at a folder you can write, or unset it)"

@@ -115,13 +115,24 @@ def _olmo3_windows(hf: dict[str, Any], n_layers: int) -> list[int]:
     """One entry per layer (-1: full attention): with no forced-full layers, window(i) is layer_types[i]."""
     types = hf.get("layer_types") or ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention"
                                       for i in range(n_layers)]
+    if not isinstance(types, list) or len(types) != n_layers or any(
+            t not in ("full_attention", "sliding_attention") for t in types):
+        # a string would be read letter by letter: "abc" as three layers' worth of windows
+        raise ConfigError(f"config.json layer_types must list 'full_attention' or 'sliding_attention' for each of "
+                          f"its {n_layers} layers (got {str(types)[:60]!r}); it is not a complete OLMo 3 config")
     return [int(hf.get("sliding_window") or 4096) if t == "sliding_attention" else -1 for t in types]
 
 
 def model_config_from_hf(hf: dict[str, Any]) -> ModelConfig:
     _refuse_hf_model(hf)
     n_layers, n_heads, d = hf["num_hidden_layers"], hf["num_attention_heads"], hf["hidden_size"]
-    kv = hf.get("num_key_value_heads") or n_heads
+    kv = hf.get("num_key_value_heads", n_heads)
+    if kv is None:
+        kv = n_heads
+    if not isinstance(kv, int) or isinstance(kv, bool) or kv < 1 or (isinstance(n_heads, int) and n_heads % kv):
+        # 0 used to mean "as many as the query heads" by accident: the model would differ from the one exported
+        raise ConfigError(f"config.json num_key_value_heads must be a positive divisor of num_attention_heads "
+                          f"({n_heads}) (got {str(kv)[:40]!r}); it is not a complete OLMo 2/3 config")
     head_dim = hf.get("head_dim") or d // n_heads
     m = ModelConfig(d_model=d, n_layers=n_layers, n_heads=n_heads, n_kv_heads=None if kv == n_heads else kv,
                     head_dim=None if head_dim == d // n_heads else head_dim, mlp_hidden=hf["intermediate_size"],

@@ -361,6 +361,17 @@ CASES: list[tuple[str, int, Build]] = [
         w, c, lambda d: d.update(rope_theta=-1))), str(c / "out")]),
     ("import-config-bool-layers", 2, lambda w, c: ["import-hf", str(_hf_config(
         w, c, lambda d: d.update(num_hidden_layers=True))), str(c / "out")]),
+    # a red-team pass: 0 key/value heads silently meant "as many as the query heads", and a layer_types string was
+    # read letter by letter as that many layers' windows
+    ("import-config-kv-heads-zero", 2, lambda w, c: ["import-hf", str(_hf_config(
+        w, c, lambda d: d.update(num_key_value_heads=0))), str(c / "out")]),
+    ("import-config-kv-heads-text", 2, lambda w, c: ["import-hf", str(_hf_config(
+        w, c, lambda d: d.update(num_key_value_heads="2"))), str(c / "out")]),
+    ("import-config-layer-types-text", 2, lambda w, c: ["import-hf", str(_hf_config(
+        w, c, lambda d: d.update(model_type="olmo3", layer_types="abc", sliding_window=16))), str(c / "out")]),
+    ("import-config-layer-types-short", 2, lambda w, c: ["import-hf", str(_hf_config(
+        w, c, lambda d: d.update(model_type="olmo3", layer_types=["full_attention"], sliding_window=16))),
+        str(c / "out")]),
     ("import-no-weights", 2, lambda w, c: ["import-hf", str(_unlink(_hf_copy(w, c) / "model.safetensors").parent),
                                            str(c / "out")]),
     ("import-weights-dir", 2, lambda w, c: ["import-hf", str(_mkdir(_unlink(_hf_copy(w, c) / "model.safetensors"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -79,3 +80,20 @@ def test_smoke_on_cuda_without_a_gpu_is_refused_in_one_line(cli: Callable[..., t
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1, err
     assert lines[0].startswith("olmo: olmo-doctor found") and "OD001" in lines[0]
+
+
+@pytest.mark.parametrize("variable", ["TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR"])
+def test_a_folder_an_environment_variable_names_is_named_with_it(variable: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder that fails because a variable points at a file (a red-team pass: TORCHINDUCTOR_CACHE_DIR=<a file>
+    past --skip-doctor said only "PATH: File exists"): the line names the variable and what to do with it."""
+    import errno
+
+    from olmo.errors import describe_os_error
+
+    target = tmp_path / "afile"
+    monkeypatch.setenv(variable, str(target))
+    inside = describe_os_error(FileExistsError(errno.EEXIST, "File exists", str(target / "sub")))
+    assert f"({variable} names it: point {variable} at a folder you can write, or unset it)" in inside
+    monkeypatch.delenv(variable)
+    assert describe_os_error(FileExistsError(errno.EEXIST, "File exists", str(target))) == f"{target}: File exists"
