@@ -156,3 +156,15 @@ def require_olmo_core() -> None:
         import olmo_core  # noqa: F401
     else:
         pytest.importorskip("olmo_core", reason="ai2-olmo-core is not installed (pip install -e '.[olmo-core]')")
+
+
+def report_facts(text: str) -> dict[str, Any]:
+    """What `check --from-report` reads from a pasted text (derived facts included; UsageError: not a report)."""
+    import tempfile
+
+    from olmo_doctor.report import load_report
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "report.txt")
+        path.write_text(text)
+        return dict(load_report(path))

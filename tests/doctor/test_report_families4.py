@@ -6,22 +6,13 @@ are the same tool's output or sentence written another way.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import pytest
+from helpers import report_facts
 
 from olmo_doctor.errors import UsageError
-from olmo_doctor.report import load_report
 from olmo_doctor.reports.tool_outputs import CUDA_ERRORS
 
-
-def facts(text: str) -> dict[str, object]:
-    """What `check --from-report` reads from the text (derived facts included; UsageError: not a report)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp, "report.txt")
-        path.write_text(text)
-        return dict(load_report(path))
+facts = report_facts
 
 
 # --- Unsloth's banner: "CUDA" is the GPU's capability, "CUDA Toolkit" is torch.version.cuda (unslothai/unsloth,

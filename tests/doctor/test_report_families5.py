@@ -5,21 +5,12 @@ beside it; the others are the same tool's output or sentence written another way
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import pytest
+from helpers import report_facts
 
 from olmo_doctor.errors import UsageError
-from olmo_doctor.report import load_report
 
-
-def facts(text: str) -> dict[str, object]:
-    """What `check --from-report` reads from the text (derived facts included; UsageError: not a report)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp, "report.txt")
-        path.write_text(text)
-        return dict(load_report(path))
+facts = report_facts
 
 
 # --- `cat /proc/driver/nvidia/version`: its GCC line built the kernel module (cases5.toml 402, 403)
