@@ -107,7 +107,9 @@ if [ "$what" = levers ]; then
   timeout $((limit - SECONDS)) python3 bench/olmo3_throughput.py one --layers 8 --out "$out/levers.jsonl" \
     --impls "${LEVER_IMPLS:-olmo-core-compile:attn=flash_3,fp8=1;ours:attn=flash_attn_3,fp8=swap;ours:attn=flash_attn_3,fp8=1;ours:attn=flash_attn_3,fp8=1,fuse=1}" \
     2>&1 | grep -v -i warn
-  (cd "$out" && tar czf levers_logs.tgz fa3.log fa3.json install.log 2>/dev/null && rm -f fa3.log fa3.json install.log)
+  # archive (then drop) only the logs this run wrote: install.log always, the FA3 build's only when it built here
+  logs="install.log"; [ -n "$bpid" ] && logs="$logs fa3.log fa3.json"
+  (cd "$out" && tar czf levers_logs.tgz $logs 2>/dev/null && rm -f $logs)
 fi
 if [ "$what" = kernels-all ] || [ "$what" = kernels-all+olmo3 ]; then
   # hopper/setup.py runs `git submodule update` unconditionally (its result unused); an image without git would
