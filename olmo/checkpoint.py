@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import re
 import shutil
 import tempfile
@@ -45,18 +44,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
-from olmo import checkpoint_reader
+from olmo import checkpoint_reader, rng_states
+from olmo.checkpoint_leftovers import LATEST, remove_leftovers
 from olmo.errors import OlmoError, is_disk_full
 from olmo.fsutil import atomic_write_bytes, fsync_dir, gigabytes, mount_of, read_small, remove_tree
 from olmo.interop import olmo_core as core
 from olmo_common.bounded.data import load_json, shown
 
 CHECKPOINTS = "checkpoints"
-LATEST = "latest"
 TRAIN_STATE, METADATA = "train_state.json", ".metadata"
 MODEL, OPTIM = "model", "optim"  # top-level keys in the DCP state dict
 STEP_RE = re.compile(r"^step-?(\d+)$")  # step<N> (OLMo-core's naming), or step-NNNNNN from older olmo versions
@@ -64,31 +62,6 @@ STEP_RE = re.compile(r"^step-?(\d+)$")  # step<N> (OLMo-core's naming), or step-
 
 def step_dir_name(step: int) -> str:
     return f"step{step}"
-
-
-def rng_state() -> dict[str, Any]:
-    """Every RNG a training step may draw from, as JSON-able values. CUDA: the current device's generator only,
-    and only once CUDA is in use: asking for every device's state would open a CUDA context on every GPU from
-    every torchrun rank (hundreds of MB each, on GPUs other ranks train on)."""
-    np_state = np.random.get_state()
-    py_state = random.getstate()
-    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-    return {
-        "torch": torch.get_rng_state().tolist(),
-        "cuda": [torch.cuda.get_rng_state().tolist()] if cuda else [],
-        "numpy": [np_state[0], np_state[1].tolist(), *np_state[2:]],  # type: ignore[index]
-        "python": [py_state[0], list(py_state[1]), py_state[2]],
-    }
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
-    if len(state.get("cuda") or []) == 1 and torch.cuda.is_available():
-        torch.cuda.set_rng_state(torch.tensor(state["cuda"][0], dtype=torch.uint8))  # the current device's
-    n = state["numpy"]
-    np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), *n[2:]))
-    p = state["python"]
-    random.setstate((p[0], tuple(p[1]), p[2]))
 
 
 def _rank() -> int:
@@ -152,14 +125,6 @@ def _single_process_ok() -> Iterator[None]:
         yield
 
 
-def _gather_rng() -> list[dict[str, Any]]:
-    if not dist.is_initialized():
-        return [rng_state()]
-    states: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(states, rng_state())
-    return states
-
-
 def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
          train_state: dict[str, Any], keep_last_n: int = 0, extra: dict[str, bytes] | None = None) -> Path:
     """Write checkpoint `step` atomically, point `latest` at it, then drop the oldest beyond `keep_last_n`.
@@ -172,7 +137,7 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
     main = _rank() == 0
     if main:
         root.mkdir(parents=True, exist_ok=True)
-        _remove_leftovers(root)
+        remove_leftovers(root)
         tmp.mkdir()
     _barrier()  # OLMo-core: after clearing a directory, a barrier, so no rank writes into it before it is fresh
     sd = _state_dicts(model, optimizer)
@@ -221,7 +186,7 @@ def _write(root: Path, tmp: Path, final: Path, step: int, sd: dict[str, Any], tr
     writer = dcp.FileSystemWriter(tmp, sync_files=True)
     with _single_process_ok():
         dcp.save(sd, storage_writer=writer, no_dist=not dist.is_initialized())
-    rngs = _gather_rng()
+    rngs = rng_states.gather()
     if main:
         for name, data in {**(extra or {}), core.METADATA_JSON: core.metadata_json()}.items():
             atomic_write_bytes(tmp / name, data)
@@ -239,41 +204,6 @@ def _write(root: Path, tmp: Path, final: Path, step: int, sd: dict[str, Any], tr
             for old in complete_checkpoints(run_dir)[:-keep_last_n]:
                 if old != final:
                     remove_tree(old)
-
-
-# the exact names a killed save or purge leaves: `save` makes step<N>-tmp, fsutil.remove_tree renames a checkpoint
-# onto mkdtemp's step<N>-deleting-XXXXXXXX, and the atomic writer of `latest` writes .latest.XXXXXXXX.tmp (mkstemp);
-# step-NNNNNN is older olmo versions' naming. A name that only starts so ("step3-tmp.tar.gz") is someone else's.
-_LEFTOVER_DIR = re.compile(r"^step-?\d+-(?:tmp|deleting(?:-[a-z0-9_]{8})?)$")  # (older versions: step<N>-deleting)
-_LEFTOVER_FILE = re.compile(rf"^\.{LATEST}\.[a-z0-9_]{{8}}\.tmp$")
-
-
-def leftovers(root: Path) -> list[Path]:
-    """What a killed save or purge leaves in checkpoints/: `step<N>-tmp` and `step<N>-deleting-XXXXXXXX` folders
-    of plain files, `.latest.XXXXXXXX.tmp` files, by their exact names. OlmoError when one of those names is not
-    what olmo makes there (a symlink, a file for a folder, a folder holding folders or links): olmo deletes only
-    what it made, and following a link would delete (or write into) wherever it points."""
-    found = [p for p in root.iterdir() if _LEFTOVER_DIR.match(p.name) or _LEFTOVER_FILE.match(p.name)]
-    for p in found:
-        if p.is_symlink():
-            raise OlmoError(f"{p} is a symlink where olmo keeps an unfinished checkpoint of its own; olmo never "
-                            "follows or deletes a link it did not make: remove the link, then run again")
-        wanted_dir = bool(_LEFTOVER_DIR.match(p.name))
-        if p.is_dir() != wanted_dir or (wanted_dir and any(not e.is_file() or e.is_symlink() for e in p.iterdir())):
-            raise OlmoError(f"{p} has the name of an unfinished olmo checkpoint but is not one (olmo leaves "
-                            f"{'a folder of plain files' if wanted_dir else 'a plain file'} there); olmo deletes "
-                            "only what it made: move it out of checkpoints/, then run again")
-    return found
-
-
-def _remove_leftovers(root: Path) -> None:
-    """Delete the leftovers of a killed save (see `leftovers`). Only one run (rank 0 of it) saves into a run_dir
-    at a time, so anything unfinished here is dead, and it is this run_dir's own."""
-    for p in leftovers(root):
-        if p.is_dir():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
 
 
 def complete_checkpoints(run_dir: Path) -> list[Path]:
@@ -387,7 +317,7 @@ IMPLEMENTATION_FLAGS = ("fused", "foreach", "capturable", "differentiable")
 
 def load(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
     """Restore weights (and the optimizer state, when `optimizer` is given) from `path` into a model wrapped any
-    way at any world size; returns train_state. RNGs are restored by the caller (`restore_rng`) once everything
+    way at any world size; returns train_state. RNGs are restored by the caller (`rng_states.restore`) once everything
     else that draws random numbers is built."""
     from torch.distributed.checkpoint.state_dict import set_model_state_dict
 
@@ -432,21 +362,6 @@ def _load_ours(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimi
     set_optimizer_state_dict(model, optimizer, sd[OPTIM], options=options)
     for group, own in zip(optimizer.param_groups, flags, strict=True):
         group.update(own)
-
-
-def restore_rng(state: dict[str, Any], rank: int, world_size: int) -> bool:
-    """Put this rank's RNG states back when the checkpoint was saved at the same world size (as OLMo-core does;
-    at another size there is no rank to take them from). Training draws no random numbers after the model is
-    initialised (no dropout; the data order is seeded separately), so this only matters for exact replay."""
-    ranks = state.get("rng_ranks") or [state.get("rng")]
-    if not isinstance(ranks, list) or len(ranks) != world_size or not isinstance(ranks[rank], dict):
-        return False
-    try:
-        set_rng_state(ranks[rank])
-    except (KeyError, TypeError, ValueError, IndexError, RuntimeError, OverflowError):
-        raise OlmoError("the checkpoint's RNG states in train_state.json are damaged; use another "
-                        "checkpoint") from None
-    return True
 
 
 def load_model_state(path: Path, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from olmo import checkpoint, outputs, parallel, progress
+from olmo import checkpoint, checkpoint_leftovers, outputs, parallel, progress
 from olmo.config import ConfigError, TrainConfig, check_vocab, validate
 from olmo.data.loader import ShardLoader, Source, TokenWindows, eval_batches, open_source, split_indices
 from olmo.fsutil import atomic_write_bytes, check_output_dir, read_small
@@ -122,7 +122,8 @@ def _checkpoint_to_resume(run_dir_text: str, resume: bool) -> Path | None:
     run_dir = Path(run_dir_text)
     root = run_dir / checkpoint.CHECKPOINTS
     if root.is_dir():
-        checkpoint.leftovers(root)  # a link planted at an unfinished checkpoint's name: refused now, not at a save
+        # a link planted at an unfinished checkpoint's name: refused now, not at a save
+        checkpoint_leftovers.leftovers(root)
     ckpt = checkpoint.latest(run_dir)
     if ckpt is None:
         _no_damaged_checkpoints(run_dir)

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from rich.console import Console
 
-from olmo import checkpoint, outputs, parallel, progress
+from olmo import checkpoint, outputs, parallel, progress, rng_states
 from olmo.config import TrainConfig
 from olmo.cuda_graph import CaptureFailed, GraphedStep
 from olmo.data.loader import ShardLoader
@@ -159,7 +159,7 @@ def _resume_from(state: RunState, ckpt: Path) -> None:
     state.step, state.tokens_seen = saved["step"], saved["tokens_seen"]
     saved_world = saved.get("world_size", 1)
     # last: nothing after this may draw random numbers
-    if not checkpoint.restore_rng(saved, world.rank, world.world_size):
+    if not rng_states.restore(saved, world.rank, world.world_size):
         say(f"resuming on {world.world_size} process(es) from a checkpoint saved on {saved_world}: same global "
             "batches from the same sample index, split over the new ranks (RNG states not restored)")
     say(f"resumed from {inert(str(ckpt))} (step {state.step}, {state.tokens_seen:,} tokens seen)")

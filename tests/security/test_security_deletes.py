@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KINDS = {"rmtree", "unlink", "remove", "rmdir", "removedirs", "replace", "rename", "renames", "move"}
 OWNED = "tests/trainer/test_olmo_owned_outputs.py"
 HERE = "tests/security/test_security_deletes.py"
+LEFTOVERS = "tests/security/test_attack_checkpoint_leftovers.py"
 
 # (file, function, call) -> (why it touches only what the command created, the test attacking it)
 AUDIT: dict[tuple[str, str, str], tuple[str, str]] = {
@@ -59,14 +60,14 @@ AUDIT: dict[tuple[str, str, str], tuple[str, str]] = {
         "our finished step-N-tmp to step-N in this run_dir's checkpoints/ (the run_dir check refuses a folder "
         "whose files olmo train did not write)",
         f"{HERE}::test_train_never_replaces_a_run_dirs_files_it_did_not_write"),
-    ("olmo/checkpoint.py", "_remove_leftovers", "shutil.rmtree"): (
+    ("olmo/checkpoint_leftovers.py", "remove_leftovers", "shutil.rmtree"): (
         "real step-N-tmp / -deleting-XXXXXXXX folders of plain files a killed save of this run_dir left, by exact "
         "name (a user's step3-tmp.tar.gz is not one); a symlink or another kind of entry at those names is refused "
         "in one line (leftovers), never followed or deleted",
-        f"{HERE}::test_a_symlinked_step_tmp_on_resume_is_one_line_and_not_followed"),
-    ("olmo/checkpoint.py", "_remove_leftovers", "p.unlink"): (
+        f"{LEFTOVERS}::test_a_symlinked_step_tmp_on_resume_is_one_line_and_not_followed"),
+    ("olmo/checkpoint_leftovers.py", "remove_leftovers", "p.unlink"): (
         "temp pointer files (.latest.XXXXXXXX.tmp, mkstemp's exact name) a killed save left; links refused as above",
-        f"{HERE}::test_a_symlinked_step_tmp_on_resume_is_one_line_and_not_followed"),
+        f"{LEFTOVERS}::test_a_symlinked_step_tmp_on_resume_is_one_line_and_not_followed"),
     ("olmo/checkpoint.py", "save_weights", "os.rename"): (
         "our mkdtemp folder to a new path (a rename never replaces a non-empty folder)",
         f"{HERE}::test_save_weights_never_replaces_an_existing_folder"),
@@ -241,57 +242,6 @@ def test_atomic_write_never_touches_a_planted_temp_name(tmp_path: Path) -> None:
     atomic_write(folder / "x.json", b"{}")
     assert victim.read_text() == "export PATH=/usr/bin\n" and all(p.is_symlink() for p in planted)
     assert sorted(p.name for p in folder.iterdir()) == sorted([*(p.name for p in planted), "x.json"])
-
-
-def test_a_symlinked_step_tmp_on_resume_is_one_line_and_not_followed(tmp_path: Path) -> None:
-    from olmo import checkpoint
-    from olmo.errors import OlmoError
-
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (elsewhere / "keep.txt").write_text("keep\n")
-    root = tmp_path / "run" / "checkpoints"
-    root.mkdir(parents=True)
-    (root / "step9-tmp").symlink_to(elsewhere)
-    with pytest.raises(OlmoError, match=r"step9-tmp is a symlink") as e:
-        checkpoint._remove_leftovers(root)
-    assert "\n" not in str(e.value) and (elsewhere / "keep.txt").read_text() == "keep\n"
-    assert (root / "step9-tmp").is_symlink()
-
-
-def test_a_save_deletes_only_the_exact_leftovers_olmo_makes(tmp_path: Path) -> None:
-    """The attack: a user's files in checkpoints/ whose names only start like a killed save's leftovers (a backup
-    archive "step3-tmp.tar.gz", notes in "step1-tmp-notes/", ".latest.bak", "step7-deleting.txt"). A save must keep
-    every one of them; a real leftover of a killed save (step4-tmp of plain files, .latest.XXXXXXXX.tmp) goes."""
-    import torch
-
-    from olmo import checkpoint
-    from olmo.errors import OlmoError
-
-    run = tmp_path / "run"
-    root = run / "checkpoints"
-    (root / "step1-tmp-notes").mkdir(parents=True)
-    (root / "step1-tmp-notes" / "precious.txt").write_text("mine\n")
-    mine = {"step3-tmp.tar.gz": "archive", ".latest.bak": "mine", "step7-deleting.txt": "mine",
-            ".latest.tmp": "mine"}
-    for name, text in mine.items():
-        (root / name).write_text(text)
-    (root / "step4-tmp").mkdir()
-    (root / "step4-tmp" / "__0_0.distcp").write_bytes(b"half")
-    (root / ".latest.ab12cd34.tmp").write_text("step")
-    model = torch.nn.Linear(2, 2)
-    opt = torch.optim.AdamW(model.parameters())
-    checkpoint.save(run, 5, model, opt, {})
-    assert (root / "step1-tmp-notes" / "precious.txt").read_text() == "mine\n"
-    assert all((root / name).read_text() == text for name, text in mine.items())
-    assert not (root / "step4-tmp").exists() and not (root / ".latest.ab12cd34.tmp").exists()
-    # a leftover's exact name on something olmo does not leave there: refused in one line, nothing deleted
-    (root / "step6-tmp").mkdir()
-    (root / "step6-tmp" / "sub").mkdir()
-    (root / "step6-tmp" / "sub" / "data.bin").write_bytes(b"keep")
-    with pytest.raises(OlmoError, match=r"step6-tmp has the name of an unfinished olmo checkpoint") as e:
-        checkpoint.save(run, 6, model, opt, {})
-    assert "\n" not in str(e.value) and (root / "step6-tmp" / "sub" / "data.bin").read_bytes() == b"keep"
 
 
 def test_save_weights_never_replaces_an_existing_folder(tmp_path: Path) -> None:

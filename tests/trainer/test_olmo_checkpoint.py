@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from olmo import checkpoint
+from olmo import checkpoint, rng_states
 from olmo.errors import OlmoError
 
 # A helper process imports torch once, then on each "go" forks a saver that does nothing but save checkpoints
@@ -147,8 +147,8 @@ def test_damaged_checkpoint_is_refused(tmp_path: Path) -> None:
 def test_rng_state_round_trips() -> None:
     import numpy as np
 
-    state = checkpoint.rng_state()
+    state = rng_states.capture()
     a = (torch.rand(3), np.random.rand(3), random.random())
-    checkpoint.set_rng_state(state)
+    rng_states.apply(state)
     b = (torch.rand(3), np.random.rand(3), random.random())
     assert torch.equal(a[0], b[0]) and np.array_equal(a[1], b[1]) and a[2] == b[2]
